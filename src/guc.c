@@ -1,0 +1,113 @@
+/*
+ * guc.c: defines the lakehouse.* settings (names and defaults are part of the design
+ * contract, see README "Settings").
+ *
+ * Intervals (watermark, session_gap) are integer settings in seconds with GUC_UNIT_S so
+ * that users write them as intervals ('10min', '1h') and SQL can read them back with
+ * current_setting(...)::interval, while the server validates them without parsing
+ * interval text inside the postmaster.
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "utils/guc.h"
+
+#include "guc.h"
+#include "kafka_client.h"
+
+char	   *lakehouse_brokers = NULL;
+char	   *lakehouse_database = NULL;
+int			lakehouse_max_batch_messages = 10000;
+int			lakehouse_max_batch_ms = 500;
+char	   *lakehouse_kafka_config = NULL;
+int			lakehouse_watermark_s = 600;
+int			lakehouse_session_gap_s = 1800;
+int			lakehouse_request_timeout_ms = 10000;
+
+/* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
+static bool
+check_kafka_config(char **newval, void **extra, GucSource source)
+{
+	char		problem[256];
+
+	if (!lh_kafka_config_syntax_ok(*newval, problem, sizeof(problem)))
+	{
+		GUC_check_errdetail("%s", problem);
+		GUC_check_errhint("Write key=value pairs separated by semicolons or new lines, "
+						  "for example 'security.protocol=SSL; ssl.ca.location=/etc/ca.pem'.");
+		return false;
+	}
+	return true;
+}
+
+void
+lakehouse_define_gucs(void)
+{
+	DefineCustomStringVariable("lakehouse.brokers",
+							   "Kafka bootstrap servers used when a stream names none",
+							   "A comma-separated host:port list.",
+							   &lakehouse_brokers,
+							   "localhost:9092",
+							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomStringVariable("lakehouse.database",
+							   "Database the lakehouse background workers connect to",
+							   NULL,
+							   &lakehouse_database,
+							   "postgres",
+							   PGC_POSTMASTER, 0,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.max_batch_messages",
+							"Most Kafka messages committed in one micro-batch",
+							NULL,
+							&lakehouse_max_batch_messages,
+							10000, 1, 1000000,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.max_batch_ms",
+							"Longest time a micro-batch stays open after its first message",
+							NULL,
+							&lakehouse_max_batch_ms,
+							500, 1, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("lakehouse.kafka_config",
+							   "Extra librdkafka properties for every Kafka client of lakehouse",
+							   "key=value pairs separated by semicolons or new lines; may hold secrets.",
+							   &lakehouse_kafka_config,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   check_kafka_config, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.watermark",
+							"How far behind the newest event time silver still admits events",
+							"Events older than the newest event time minus this stay in bronze only.",
+							&lakehouse_watermark_s,
+							600, 0, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.session_gap",
+							"Inactivity that ends an editor session",
+							NULL,
+							&lakehouse_session_gap_s,
+							1800, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.request_timeout",
+							"Longest wait for a Kafka broker to answer one request from SQL",
+							"Bounds lakehouse.kafka_watermarks() and similar calls when a broker is down.",
+							&lakehouse_request_timeout_ms,
+							10000, 100, 600000,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("lakehouse");
+}

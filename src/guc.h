@@ -1,0 +1,18 @@
+/*
+ * guc.h: the lakehouse.* settings, defined once in guc.c and read everywhere else.
+ */
+#ifndef LAKEHOUSE_GUC_H
+#define LAKEHOUSE_GUC_H
+
+extern char *lakehouse_brokers;
+extern char *lakehouse_database;
+extern int	lakehouse_max_batch_messages;
+extern int	lakehouse_max_batch_ms;
+extern char *lakehouse_kafka_config;
+extern int	lakehouse_watermark_s;
+extern int	lakehouse_session_gap_s;
+extern int	lakehouse_request_timeout_ms;
+
+extern void lakehouse_define_gucs(void);
+
+#endif
