@@ -1,0 +1,147 @@
+# LakehouseTest: helpers shared by the TAP suites in t/. Nodes that preload lakehouse and
+# point at the scratch Kafka that scripts/test started, and thin wrappers around
+# scripts/kafka and kcat so that tests make their own scenario data on a real broker.
+package LakehouseTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Temp ();
+use IO::Socket::INET;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+our @EXPORT = qw(
+  lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
+  lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
+);
+
+sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
+
+sub lh_brokers
+{
+	return $ENV{LAKEHOUSE_TEST_BROKERS}
+	  // die "LAKEHOUSE_TEST_BROKERS is not set: run the suites through scripts/test\n";
+}
+
+sub lh_kafka_dir { return $ENV{LAKEHOUSE_TEST_KAFKA_DIR} // die "LAKEHOUSE_TEST_KAFKA_DIR is not set\n"; }
+
+# A started node that preloads lakehouse, with lakehouse.brokers set to the scratch Kafka.
+# conf => extra postgresql.conf text; preload => 0 leaves lakehouse out.
+sub lh_node
+{
+	my ($name, %opts) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	my $preload = $opts{preload} // 1;
+	my $conf = '';
+	$conf .= "shared_preload_libraries = 'lakehouse'\n" if $preload;
+	$conf .= "lakehouse.brokers = '" . lh_brokers() . "'\n" if $preload;
+	$conf .= $opts{conf} if defined $opts{conf};
+	$node->append_conf('postgresql.conf', $conf);
+	$node->start;
+	return $node;
+}
+
+# Runs scripts/kafka with the given arguments; dies with its output when it fails.
+sub lh_kafka
+{
+	my @args = @_;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ lh_top() . '/scripts/kafka', @args ], '>', \$stdout, '2>', \$stderr);
+	die "scripts/kafka @args failed:\n$stdout\n$stderr" unless $ok;
+	return $stdout;
+}
+
+sub lh_create_topic
+{
+	my ($kafka_dir, $topic, $partitions, @settings) = @_;
+	lh_kafka('create-topic', $kafka_dir, $topic, $partitions, @settings);
+	return;
+}
+
+# Publishes $count JSON messages to one partition with kcat and waits for delivery.
+sub lh_produce
+{
+	my ($brokers, $topic, $partition, $count, $tag) = @_;
+	return if $count == 0;
+	my $tmp = File::Temp->new(DIR => $PostgreSQL::Test::Utils::tmp_check);
+	for my $i (1 .. $count)
+	{
+		print $tmp qq({"tag":"$tag","partition":$partition,"seq":$i}\n);
+	}
+	close $tmp;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run(
+		[
+			'kcat', '-b', $brokers, '-t', $topic, '-p', $partition, '-P',
+			'-X', 'acks=all', '-l', $tmp->filename
+		],
+		'>', \$stdout, '2>', \$stderr);
+	die "kcat could not publish $count messages to $topic/$partition: $stderr" unless $ok;
+	return;
+}
+
+# True when $pid no longer runs. An orphan whose new parent has not reaped it yet is a
+# zombie: it has exited, so it counts as gone.
+sub lh_process_gone
+{
+	my ($pid) = @_;
+	return 1 unless kill(0, $pid);
+	if (open my $fh, '<', "/proc/$pid/stat")
+	{
+		my $stat = <$fh>;
+		close $fh;
+		return 1 if defined $stat && $stat =~ /^\d+ \(.*\) Z /;
+	}
+	return 0;
+}
+
+sub lh_unique_name
+{
+	my ($base) = @_;
+	return sprintf('%s_%d_%06d', $base, time, int(rand(1_000_000)));
+}
+
+# Two consecutive free loopback ports (a Kafka node uses port and port+1).
+sub lh_free_port_pair
+{
+	for (1 .. 200)
+	{
+		my $port = 30000 + int(rand(20000));
+		my $ok = 1;
+		for my $p ($port, $port + 1)
+		{
+			my $sock = IO::Socket::INET->new(
+				LocalAddr => '127.0.0.1',
+				LocalPort => $p,
+				Proto => 'tcp',
+				ReuseAddr => 1,
+				Listen => 1);
+			if ($sock) { close $sock; }
+			else { $ok = 0; last; }
+		}
+		return $port if $ok;
+	}
+	die "no free port pair found\n";
+}
+
+# {partition => [low, high]} from lakehouse.kafka_watermarks on $node.
+sub lh_watermarks
+{
+	my ($node, $topic, $brokers) = @_;
+	my $arg = defined $brokers ? ", '$brokers'" : '';
+	my $out = $node->safe_psql('postgres',
+		"SELECT partition, low, high FROM lakehouse.kafka_watermarks('$topic'$arg) ORDER BY 1");
+	my %wm;
+	for my $line (split /\n/, $out)
+	{
+		my ($p, $low, $high) = split /\|/, $line;
+		$wm{$p} = [ $low, $high ];
+	}
+	return \%wm;
+}
+
+1;
