@@ -9,7 +9,11 @@ OBJS = \
 	src/guc.o \
 	src/launcher.o \
 	src/kafka_client.o \
-	src/kafka_watermarks.o
+	src/kafka_queries.o \
+	src/message_check.o \
+	src/sink.o \
+	src/offsets.o \
+	src/stream_worker.o
 
 # Install and upgrade scripts are picked up by name, so a new version needs no edit here.
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
@@ -22,7 +26,7 @@ PG_CFLAGS += -Werror
 endif
 SHLIB_LINK = -lrdkafka
 
-REGRESS = extension gucs kafka_errors
+REGRESS = extension gucs kafka_errors upgrade
 # scripts/test passes its own config (with the scratch broker's address) and output folder.
 REGRESS_CONF ?= $(CURDIR)/test/regress.conf
 REGRESS_OUTDIR ?= $(CURDIR)/results-regress

@@ -7,8 +7,16 @@ SELECT extname, extversion, extnamespace::regnamespace AS schema
 SELECT nspname FROM pg_namespace
  WHERE nspname IN ('lakehouse', 'bronze', 'silver', 'gold') ORDER BY nspname;
 
-SELECT p.oid::regprocedure AS function, pg_get_function_result(p.oid) AS returns
-  FROM pg_proc p WHERE p.pronamespace = 'lakehouse'::regnamespace ORDER BY 1::text;
+SELECT p.oid::regprocedure::text AS function, p.prosecdef AS security_definer
+  FROM pg_proc p WHERE p.pronamespace = 'lakehouse'::regnamespace ORDER BY 1;
+
+SELECT c.oid::regclass AS config_table FROM pg_extension e, unnest(e.extconfig) c(oid)
+ WHERE e.extname = 'lakehouse' ORDER BY 1;
+
+-- Nothing that controls streams is open to the public.
+SELECT p.proname FROM pg_proc p
+ WHERE p.pronamespace = 'lakehouse'::regnamespace AND has_function_privilege('public', p.oid, 'EXECUTE')
+ ORDER BY 1;
 
 -- Only superusers (and those they grant) may make the server talk to brokers.
 CREATE ROLE regress_lakehouse_user;

@@ -24,6 +24,7 @@ char	   *lakehouse_kafka_config = NULL;
 int			lakehouse_watermark_s = 600;
 int			lakehouse_session_gap_s = 1800;
 int			lakehouse_request_timeout_ms = 10000;
+int			lakehouse_max_message_bytes = 16 * 1024 * 1024;
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -107,6 +108,14 @@ lakehouse_define_gucs(void)
 							&lakehouse_request_timeout_ms,
 							10000, 100, 600000,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("lakehouse.max_message_bytes",
+							"Largest Kafka message value stored in bronze",
+							"Larger messages go to lakehouse.dead_letters with the reason.",
+							&lakehouse_max_message_bytes,
+							16 * 1024 * 1024, 1, 256 * 1024 * 1024,
+							PGC_SIGHUP, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lakehouse");

@@ -12,6 +12,7 @@ extern char *lakehouse_kafka_config;
 extern int	lakehouse_watermark_s;
 extern int	lakehouse_session_gap_s;
 extern int	lakehouse_request_timeout_ms;
+extern int	lakehouse_max_message_bytes;
 
 extern void lakehouse_define_gucs(void);
 

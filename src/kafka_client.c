@@ -163,11 +163,13 @@ lh_kafka_resolve_brokers(const char *brokers)
 }
 
 /*
- * Builds a handle. Raises ERROR (with nothing left allocated) when the configuration is
+ * Builds a handle; settings is NULL or a NULL-terminated list of key, value, key, value
+ * that the caller's correctness depends on (applied last). Raises ERROR (with nothing left allocated) when the configuration is
  * invalid; the caller owns the result and must lh_kafka_close() it on every path.
  */
 LhKafka *
-lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id)
+lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id,
+			  const char *const *settings)
 {
 	rd_kafka_conf_t *conf = rd_kafka_conf_new();
 	ApplyState	st;
@@ -201,9 +203,11 @@ lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id)
 	set_or_fail(conf, "bootstrap.servers", brokers);
 	set_or_fail(conf, "client.id", client_id);
 	set_or_fail(conf, "log.queue", "true");
-	/* Consumers used by SQL calls must never create topics by asking about them. */
+	/* Consumers must never create topics by asking about them. */
 	if (type == RD_KAFKA_CONSUMER)
 		set_or_fail(conf, "allow.auto.create.topics", "false");
+	for (int i = 0; settings != NULL && settings[i] != NULL; i += 2)
+		set_or_fail(conf, settings[i], settings[i + 1]);
 
 	kc = MemoryContextAllocZero(TopMemoryContext, sizeof(LhKafka));
 	strlcpy(kc->brokers, brokers, sizeof(kc->brokers));
@@ -222,6 +226,55 @@ lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id)
 	kc->logq = rd_kafka_queue_new(kc->rk);
 	rd_kafka_set_log_queue(kc->rk, kc->logq);
 	return kc;
+}
+
+static int
+compare_int32(const void *a, const void *b)
+{
+	int32		pa = *(const int32 *) a;
+	int32		pb = *(const int32 *) b;
+
+	return (pa > pb) - (pa < pb);
+}
+
+/*
+ * Asks for a topic's partitions once, without raising errors: returns the broker's or
+ * librdkafka's error code, and on success a palloc'd ascending array of partition ids.
+ * RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART means the brokers answered and know no such topic.
+ */
+rd_kafka_resp_err_t
+lh_kafka_topic_partitions(LhKafka *kc, const char *topic, int timeout_ms,
+						  int32 **ids, int *count)
+{
+	rd_kafka_topic_t *rkt = rd_kafka_topic_new(kc->rk, topic, NULL);
+	const rd_kafka_metadata_t *md = NULL;
+	rd_kafka_resp_err_t err;
+
+	*ids = NULL;
+	*count = 0;
+	if (rkt == NULL)
+		return rd_kafka_last_error();
+	err = rd_kafka_metadata(kc->rk, 0, rkt, &md, timeout_ms);
+	rd_kafka_topic_destroy(rkt);
+	lh_kafka_drain_logs(kc);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		return err;
+	if (md->topic_cnt != 1)
+		err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+	else if (md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		err = md->topics[0].err;
+	else
+	{
+		int			n = md->topics[0].partition_cnt;
+
+		*ids = palloc(sizeof(int32) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+			(*ids)[i] = md->topics[0].partitions[i].id;
+		qsort(*ids, n, sizeof(int32), compare_int32);
+		*count = n;
+	}
+	rd_kafka_metadata_destroy(md);
+	return err;
 }
 
 /*

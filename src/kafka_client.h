@@ -30,8 +30,11 @@ typedef struct LhKafka
 
 extern void lh_kafka_check_topic_name(const char *topic);
 extern bool lh_kafka_config_syntax_ok(const char *config, char *problem, size_t problem_len);
-extern LhKafka *lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id);
+extern LhKafka *lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id,
+							  const char *const *settings);
 extern void lh_kafka_drain_logs(LhKafka *kc);
+extern rd_kafka_resp_err_t lh_kafka_topic_partitions(LhKafka *kc, const char *topic, int timeout_ms,
+													 int32 **ids, int *count);
 extern void lh_kafka_close(LhKafka *kc);
 extern const char *lh_kafka_resolve_brokers(const char *brokers);
 

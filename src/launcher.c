@@ -1,13 +1,16 @@
 /*
  * launcher.c: the lakehouse launcher, one static background worker per server.
  *
- * It will start one dynamic worker per enabled stream; for now it announces itself, then
- * idles on its latch. Signals follow worker_spi: SIGHUP reloads settings, SIGTERM ends the
+ * It starts one dynamic worker per enabled stream of lakehouse.streams (in the database
+ * named by lakehouse.database), restarts a worker that exited (backing off when it keeps
+ * failing), and stops workers of streams that were disabled or dropped. Signals follow worker_spi: SIGHUP reloads settings, SIGTERM ends the
  * worker through die() and CHECK_FOR_INTERRUPTS(), and every wait exits on postmaster
  * death, so shutdown and DROP DATABASE never wait on it.
  */
 #include "postgres.h"
 
+#include "access/xact.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -16,15 +19,20 @@
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "guc.h"
 #include "launcher.h"
+#include "stream_worker.h"
 
 /* Seconds before the postmaster restarts a launcher that exited with an error. */
 #define LAUNCHER_RESTART_S 10
-/* Idle wake-up; the latch wakes the launcher sooner when there is work. */
-#define LAUNCHER_NAP_MS 10000
+/* How often enabled streams are compared with running workers; a worker's start or exit
+ * (bgw_notify_pid) wakes the launcher sooner. */
+#define LAUNCHER_NAP_MS 1000
 
 void
 lakehouse_register_launcher(void)
@@ -42,6 +50,166 @@ lakehouse_register_launcher(void)
 	RegisterBackgroundWorker(&worker);
 }
 
+/* One entry per stream the launcher has started a worker for. */
+typedef struct LaunchedWorker
+{
+	char		name[LH_STREAM_NAME_MAX];
+	BackgroundWorkerHandle *handle;
+	TimestampTz started_at;
+	TimestampTz next_start;		/* backoff after a quick exit */
+	int			quick_exits;
+	bool		seen;			/* still enabled in this round */
+} LaunchedWorker;
+
+static LaunchedWorker *workers;
+static int	nworkers;
+static int	workers_capacity;
+static TimestampTz slots_warned_at;
+
+static LaunchedWorker *
+worker_entry(const char *name)
+{
+	for (int i = 0; i < nworkers; i++)
+		if (strcmp(workers[i].name, name) == 0)
+			return &workers[i];
+	if (nworkers == workers_capacity)
+	{
+		workers_capacity = Max(8, workers_capacity * 2);
+		workers = workers ? repalloc(workers, sizeof(LaunchedWorker) * workers_capacity)
+			: MemoryContextAlloc(TopMemoryContext, sizeof(LaunchedWorker) * workers_capacity);
+	}
+	memset(&workers[nworkers], 0, sizeof(LaunchedWorker));
+	strlcpy(workers[nworkers].name, name, LH_STREAM_NAME_MAX);
+	return &workers[nworkers++];
+}
+
+static bool
+worker_alive(LaunchedWorker *w)
+{
+	pid_t		pid;
+
+	if (w->handle == NULL)
+		return false;
+	switch (GetBackgroundWorkerPid(w->handle, &pid))
+	{
+		case BGWH_STARTED:
+		case BGWH_NOT_YET_STARTED:
+			return true;
+		default:
+			return false;
+	}
+}
+
+static void
+start_worker(LaunchedWorker *w)
+{
+	BackgroundWorker worker;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (now < w->next_start)
+		return;
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	/* The launcher decides about restarts (with backoff), not the postmaster. */
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "lakehouse", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "lakehouse_stream_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "lakehouse stream %s", w->name);
+	strlcpy(worker.bgw_type, "lakehouse stream", BGW_MAXLEN);
+	strlcpy(worker.bgw_extra, w->name, BGW_EXTRALEN);
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &w->handle))
+	{
+		w->handle = NULL;
+		if (TimestampDifferenceExceeds(slots_warned_at, now, 60000))
+		{
+			ereport(WARNING,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("could not start the worker of lakehouse stream \"%s\": no free background worker slot", w->name),
+					 errhint("Raise max_worker_processes (each enabled stream needs one worker, plus one for the launcher) and restart the server.")));
+			slots_warned_at = now;
+		}
+		return;
+	}
+	w->started_at = now;
+}
+
+/* Workers that die within this long after starting count as failing; restarts back off. */
+#define QUICK_EXIT_MS 10000
+#define MAX_BACKOFF_MS 60000
+
+static void
+reconcile_workers(void)
+{
+	bool		have_streams;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "lakehouse: checking streams");
+
+	for (int i = 0; i < nworkers; i++)
+		workers[i].seen = false;
+
+	/* Nothing to do until CREATE EXTENSION (0.2.0 or later) has run in this database. */
+	if (SPI_execute("SELECT to_regclass('lakehouse.streams') IS NOT NULL", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "lakehouse launcher: could not look for lakehouse.streams");
+	have_streams = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+	if (have_streams)
+	{
+		if (SPI_execute("SELECT name FROM lakehouse.streams WHERE enabled ORDER BY name", true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "lakehouse launcher: could not read lakehouse.streams");
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			LaunchedWorker *w = worker_entry(SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+
+			w->seen = true;
+		}
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	for (int i = 0; i < nworkers; i++)
+	{
+		LaunchedWorker *w = &workers[i];
+		bool		alive = worker_alive(w);
+
+		if (!w->seen)
+		{
+			/* Disabled or dropped: stop_stream() signalled it; make sure. */
+			if (alive)
+				TerminateBackgroundWorker(w->handle);
+			continue;
+		}
+		if (alive)
+			continue;
+		if (w->handle != NULL)
+		{
+			/* It exited. A quick exit (error at start) backs off: 1 s, 2 s, 4 s ... 60 s. */
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (!TimestampDifferenceExceeds(w->started_at, now, QUICK_EXIT_MS))
+				w->quick_exits++;
+			else
+				w->quick_exits = 0;
+			w->next_start = TimestampTzPlusMilliseconds(now,
+														Min(MAX_BACKOFF_MS, 1000L << Min(w->quick_exits, 6)));
+			if (w->quick_exits == 0)
+				w->next_start = now;
+			pfree(w->handle);
+			w->handle = NULL;
+		}
+		start_worker(w);
+	}
+}
+
 void
 lakehouse_launcher_main(Datum main_arg)
 {
@@ -50,7 +218,7 @@ lakehouse_launcher_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 
 	/*
-	 * Connect so that the launcher shows in pg_stat_activity and can later read the stream
+	 * Connect so that the launcher shows in pg_stat_activity and can read the stream
 	 * registry. A missing database ends the worker with PostgreSQL's own FATAL, and the
 	 * postmaster retries after LAUNCHER_RESTART_S.
 	 */
@@ -63,6 +231,8 @@ lakehouse_launcher_main(Datum main_arg)
 
 	for (;;)
 	{
+		reconcile_workers();
+
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 LAUNCHER_NAP_MS, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);

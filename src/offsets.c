@@ -1,0 +1,426 @@
+/*
+ * offsets.c: everything a stream worker reads or writes in Postgres besides bronze rows.
+ *
+ * The checkpoint is lakehouse.offsets, moved by compare-and-set inside each batch's
+ * transaction, so that a second worker that somehow reads the same partition cannot commit.
+ * The data is a second checkpoint: at start, if bronze or the dead letters hold offsets at
+ * or past a partition's stored next_offset (the offsets table lost or rolled back by hand),
+ * the worker resumes from the data and says so in lakehouse.stream_log.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "kafka_client.h"
+#include "offsets.h"
+
+/* ---------------------------------------------------------------------------------- */
+/* Small SPI helpers */
+
+static void
+begin_tx(const char *activity)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, activity);
+}
+
+static void
+commit_tx(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+}
+
+/* Runs a statement with parameters; raises on SPI failure. nulls uses ' ' and 'n'. */
+static uint64
+run(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc < 0)
+		elog(ERROR, "lakehouse: SPI failed (%s) on: %s", SPI_result_code_string(rc), sql);
+	return SPI_processed;
+}
+
+static int64
+get_int64(int row, int col, bool *isnull)
+{
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull);
+
+	return *isnull ? 0 : DatumGetInt64(d);
+}
+
+static char *
+get_text_top(int row, int col)
+{
+	char	   *v = SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+
+	return v ? MemoryContextStrdup(TopMemoryContext, v) : NULL;
+}
+
+static Datum
+bytea_datum(const char *bytes, size_t len)
+{
+	bytea	   *b = palloc(VARHDRSZ + len);
+
+	SET_VARSIZE(b, VARHDRSZ + len);
+	memcpy(VARDATA(b), bytes, len);
+	return PointerGetDatum(b);
+}
+
+static void
+log_event(const char *stream, const char *event, const char *detail_json)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		values[3] = {CStringGetTextDatum(stream), CStringGetTextDatum(event),
+	CStringGetTextDatum(detail_json)};
+
+	run("INSERT INTO lakehouse.stream_log (stream, event, detail) VALUES ($1, $2, $3::jsonb)",
+		3, types, values, NULL);
+}
+
+/* ---------------------------------------------------------------------------------- */
+
+void
+lh_stream_load(StreamState *st)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(st->name)};
+	bool		isnull;
+
+	begin_tx("lakehouse: loading stream");
+	run("SELECT topic, coalesce(brokers, current_setting('lakehouse.brokers')), start_from, enabled, state"
+		"  FROM lakehouse.streams WHERE name OPERATOR(pg_catalog.=) $1",
+		1, types, values, NULL);
+	if (SPI_processed == 0)
+	{
+		commit_tx();
+		ereport(LOG, (errmsg("lakehouse stream \"%s\" no longer exists; worker exits", st->name)));
+		proc_exit(0);
+	}
+	st->topic = get_text_top(0, 1);
+	st->brokers = get_text_top(0, 2);
+	st->start_from = get_text_top(0, 3);
+	st->enabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
+	strlcpy(st->state, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5), sizeof(st->state));
+
+	run("SELECT coalesce(max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
+		" WHERE stream OPERATOR(pg_catalog.=) $1", 1, types, values, NULL);
+	st->next_batch_id = get_int64(0, 1, &isnull);
+	commit_tx();
+}
+
+/* Records the worker's state where stream_status() reads it; its own short transaction. */
+void
+lh_stream_set_state(StreamState *st, const char *state, const char *error)
+{
+	Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, INT4OID};
+	Datum		values[4];
+	char		nulls[4] = {' ', ' ', error ? ' ' : 'n', ' '};
+
+	values[0] = CStringGetTextDatum(st->name);
+	values[1] = CStringGetTextDatum(state);
+	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
+	values[3] = Int32GetDatum(MyProcPid);
+	begin_tx("lakehouse: recording stream state");
+	run("UPDATE lakehouse.streams SET state = $2, last_error = $3, worker_pid = $4, state_at = now()"
+		" WHERE name OPERATOR(pg_catalog.=) $1", 4, types, values, nulls);
+	commit_tx();
+	strlcpy(st->state, state, sizeof(st->state));
+}
+
+/* Highest offset + 1 of a partition found in bronze or dead letters; -1 when none. */
+static int64
+next_offset_from_data(StreamState *st, int32 partition)
+{
+	Oid			types[2] = {TEXTOID, INT4OID};
+	Datum		values[2] = {CStringGetTextDatum(st->name), Int32GetDatum(partition)};
+	char	   *sql;
+	int64		best = -1;
+	bool		isnull;
+
+	/* Both lookups are index range scans on the primary keys. */
+	sql = psprintf("SELECT max(kafka_offset) FROM bronze.%s WHERE kafka_partition = $2",
+				   quote_identifier(st->name));
+	run(sql, 2, types, values, NULL);
+	if (SPI_processed == 1)
+	{
+		int64		v = get_int64(0, 1, &isnull);
+
+		if (!isnull)
+			best = v + 1;
+	}
+	run("SELECT max(kafka_offset) FROM lakehouse.dead_letters"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
+		2, types, values, NULL);
+	if (SPI_processed == 1)
+	{
+		int64		v = get_int64(0, 1, &isnull);
+
+		if (!isnull && v + 1 > best)
+			best = v + 1;
+	}
+	return best;
+}
+
+/* The partition's oldest retained offset, for partitions that have no stored offset yet. */
+static int64
+earliest_offset(LhKafka *kc, StreamState *st, int32 partition)
+{
+	int64		low = 0;
+	int64		high = 0;
+	rd_kafka_resp_err_t err;
+
+	err = rd_kafka_query_watermark_offsets(kc->rk, st->topic, partition, &low, &high, 10000);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("could not read the low watermark of topic \"%s\" partition %d", st->topic, partition),
+				 errdetail("librdkafka said: %s.", rd_kafka_err2str(err))));
+	return low;
+}
+
+void
+lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
+{
+	Oid			types[4] = {TEXTOID, INT4OID, INT8OID, INT8OID};
+	Datum		values[4];
+	MemoryContext old;
+
+	begin_tx("lakehouse: reconciling offsets");
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	if (st->parts)
+		pfree(st->parts);
+	st->parts = palloc0(sizeof(StreamPartition) * Max(count, 1));
+	st->nparts = count;
+	MemoryContextSwitchTo(old);
+
+	for (int i = 0; i < count; i++)
+	{
+		StreamPartition *p = &st->parts[i];
+		bool		isnull;
+		bool		found;
+		int64		stored = -1;
+		int64		from_data;
+
+		p->partition = ids[i];
+		values[0] = CStringGetTextDatum(st->name);
+		values[1] = Int32GetDatum(ids[i]);
+		run("SELECT next_offset, error IS NOT NULL FROM lakehouse.offsets"
+			" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
+			" FOR UPDATE", 2, types, values, NULL);
+		found = SPI_processed == 1;
+		if (found)
+		{
+			stored = get_int64(0, 1, &isnull);
+			p->stopped = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		}
+		from_data = next_offset_from_data(st, ids[i]);
+
+		if (!found)
+		{
+			const char *why = from_data >= 0 ? "offsets_restored_from_data" : "partition_added";
+
+			p->next_offset = from_data >= 0 ? from_data : earliest_offset(kc, st, ids[i]);
+			values[2] = Int64GetDatum(p->next_offset);
+			run("INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ($1, $2, $3)",
+				3, types, values, NULL);
+			log_event(st->name, why,
+					  psprintf("{\"partition\": %d, \"next_offset\": " INT64_FORMAT "}", ids[i], p->next_offset));
+			ereport(LOG,
+					(errmsg("lakehouse stream \"%s\" partition %d starts at offset " INT64_FORMAT " (%s)",
+							st->name, ids[i], p->next_offset, why)));
+		}
+		else if (from_data > stored)
+		{
+			p->next_offset = from_data;
+			values[2] = Int64GetDatum(from_data);
+			values[3] = Int64GetDatum(stored);
+			run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = now()"
+				" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
+				"   AND next_offset OPERATOR(pg_catalog.=) $4", 4, types, values, NULL);
+			log_event(st->name, "resumed_from_data",
+					  psprintf("{\"partition\": %d, \"stored_next_offset\": " INT64_FORMAT
+							   ", \"data_next_offset\": " INT64_FORMAT "}", ids[i], stored, from_data));
+			ereport(LOG,
+					(errmsg("lakehouse stream \"%s\" partition %d resumes from its data at offset " INT64_FORMAT,
+							st->name, ids[i], from_data),
+					 errdetail("lakehouse.offsets said " INT64_FORMAT ", behind the rows already committed.", stored)));
+		}
+		else
+			p->next_offset = stored;
+	}
+	commit_tx();
+}
+
+void
+lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
+{
+	Oid			types[3] = {TEXTOID, INT4OID, TEXTOID};
+	Datum		values[3];
+	char	   *error = psprintf("offset " INT64_FORMAT " is no longer available on the broker (%s)",
+								 p->next_offset, why);
+
+	values[0] = CStringGetTextDatum(st->name);
+	values[1] = Int32GetDatum(p->partition);
+	values[2] = CStringGetTextDatum(error);
+	begin_tx("lakehouse: stopping a partition");
+	run("UPDATE lakehouse.offsets SET error = $3, updated_at = now()"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
+		3, types, values, NULL);
+	run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
+		" SELECT $1, 'partition_stopped', jsonb_build_object('partition', $2, 'reason', $3)",
+		3, types, values, NULL);
+	commit_tx();
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, p->partition, error),
+			 errdetail("Messages before the broker's low watermark were deleted (retention) before they reached bronze."),
+			 errhint("Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).",
+					 st->name, p->partition)));
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* Inside the batch's transaction */
+
+void
+lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at)
+{
+	memset(b, 0, sizeof(*b));
+	b->st = st;
+	b->batch_id = st->next_batch_id;
+	b->started_at = first_message_at;
+	b->touched = palloc0(sizeof(LhBatchPartition) * Max(st->nparts, 1));
+}
+
+void
+lh_batch_note(LhBatch *b, int32 partition, int64 offset, size_t bytes)
+{
+	LhBatchPartition *t = NULL;
+
+	b->messages++;
+	b->bytes += bytes;
+	for (int i = 0; i < b->ntouched; i++)
+		if (b->touched[i].partition == partition)
+			t = &b->touched[i];
+	if (t == NULL)
+	{
+		Assert(b->ntouched < b->st->nparts);
+		t = &b->touched[b->ntouched++];
+		t->partition = partition;
+		t->first_offset = offset;
+	}
+	t->last_offset = offset;
+}
+
+void
+lh_batch_dead_letter(LhBatch *b, int32 partition, int64 offset, bool has_ts, TimestampTz ts,
+					 const char *key, size_t key_len, const char *value, size_t value_len,
+					 const char *reason)
+{
+	Oid			types[9] = {TEXTOID, TEXTOID, INT4OID, INT8OID, TIMESTAMPTZOID, BYTEAOID, BYTEAOID, TEXTOID, INT8OID};
+	Datum		values[9];
+	char		nulls[9] = {' ', ' ', ' ', ' ', has_ts ? ' ' : 'n', key ? ' ' : 'n', value ? ' ' : 'n', ' ', ' '};
+
+	values[0] = CStringGetTextDatum(b->st->name);
+	values[1] = CStringGetTextDatum(b->st->topic);
+	values[2] = Int32GetDatum(partition);
+	values[3] = Int64GetDatum(offset);
+	values[4] = TimestampTzGetDatum(ts);
+	values[5] = key ? bytea_datum(key, key_len) : (Datum) 0;
+	values[6] = value ? bytea_datum(value, value_len) : (Datum) 0;
+	values[7] = CStringGetTextDatum(reason);
+	values[8] = Int64GetDatum(b->batch_id);
+	run("INSERT INTO lakehouse.dead_letters (stream, topic, kafka_partition, kafka_offset, kafka_timestamp,"
+		" kafka_key, raw_value, reason, batch_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+		9, types, values, nulls);
+	b->dead_letters++;
+}
+
+static StreamPartition *
+state_partition(StreamState *st, int32 partition)
+{
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].partition == partition)
+			return &st->parts[i];
+	elog(ERROR, "lakehouse: partition %d is not assigned to stream \"%s\"", partition, st->name);
+	return NULL;
+}
+
+/* Offsets compare-and-set and the progress row; still inside the batch's transaction. */
+void
+lh_batch_finish(LhBatch *b)
+{
+	StringInfoData first;
+	StringInfoData last;
+	Oid			otypes[4] = {TEXTOID, INT4OID, INT8OID, INT8OID};
+	Oid			ptypes[8] = {TEXTOID, INT8OID, INT4OID, INT8OID, INT4OID, TEXTOID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[8];
+
+	initStringInfo(&first);
+	initStringInfo(&last);
+	appendStringInfoChar(&first, '{');
+	appendStringInfoChar(&last, '{');
+	for (int i = 0; i < b->ntouched; i++)
+	{
+		LhBatchPartition *t = &b->touched[i];
+		StreamPartition *p = state_partition(b->st, t->partition);
+
+		values[0] = CStringGetTextDatum(b->st->name);
+		values[1] = Int32GetDatum(t->partition);
+		values[2] = Int64GetDatum(t->last_offset + 1);
+		values[3] = Int64GetDatum(p->next_offset);
+		if (run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = now()"
+				" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
+				"   AND next_offset OPERATOR(pg_catalog.=) $4 AND error IS NULL",
+				4, otypes, values, NULL) != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("offsets of stream \"%s\" partition %d changed under its worker",
+							b->st->name, t->partition),
+					 errdetail("The worker expected next_offset " INT64_FORMAT "; the batch was rolled back.",
+							   p->next_offset),
+					 errhint("Another worker or a manual change moved them; the worker restarts and re-reads them.")));
+		appendStringInfo(&first, "%s\"%d\": " INT64_FORMAT, i ? ", " : "", t->partition, t->first_offset);
+		appendStringInfo(&last, "%s\"%d\": " INT64_FORMAT, i ? ", " : "", t->partition, t->last_offset);
+	}
+	appendStringInfoChar(&first, '}');
+	appendStringInfoChar(&last, '}');
+
+	values[0] = CStringGetTextDatum(b->st->name);
+	values[1] = Int64GetDatum(b->batch_id);
+	values[2] = Int32GetDatum(b->messages);
+	values[3] = Int64GetDatum(b->bytes);
+	values[4] = Int32GetDatum(b->dead_letters);
+	values[5] = CStringGetTextDatum(first.data);
+	values[6] = CStringGetTextDatum(last.data);
+	values[7] = TimestampTzGetDatum(b->started_at);
+	/* committed_at is the clock at the end of the batch, not the transaction's start. */
+	run("INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters,"
+		" first_offsets, last_offsets, started_at, committed_at)"
+		" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, clock_timestamp())",
+		8, ptypes, values, NULL);
+}
+
+/* After COMMIT: the in-memory offsets follow what is now durable. */
+void
+lh_batch_committed(LhBatch *b, StreamState *st)
+{
+	for (int i = 0; i < b->ntouched; i++)
+		state_partition(st, b->touched[i].partition)->next_offset = b->touched[i].last_offset + 1;
+	st->next_batch_id = b->batch_id + 1;
+}

@@ -1,0 +1,45 @@
+/*
+ * offsets.h: the transactional side of a stream worker: loading the stream, reconciling
+ * the stored offsets with the data, and committing a micro-batch's bookkeeping (offsets
+ * compare-and-set, dead letters, progress) inside the batch's transaction.
+ */
+#ifndef LAKEHOUSE_OFFSETS_H
+#define LAKEHOUSE_OFFSETS_H
+
+#include "kafka_client.h"
+#include "stream_worker.h"
+
+/* Per partition touched by a batch. */
+typedef struct LhBatchPartition
+{
+	int32		partition;
+	int64		first_offset;
+	int64		last_offset;
+} LhBatchPartition;
+
+typedef struct LhBatch
+{
+	StreamState *st;
+	int64		batch_id;
+	TimestampTz started_at;		/* arrival of the batch's first message */
+	int			messages;
+	int64		bytes;
+	int			dead_letters;
+	LhBatchPartition *touched;
+	int			ntouched;
+} LhBatch;
+
+extern void lh_stream_load(StreamState *st);
+extern void lh_stream_set_state(StreamState *st, const char *state, const char *error);
+extern void lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count);
+extern void lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why);
+
+extern void lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at);
+extern void lh_batch_note(LhBatch *b, int32 partition, int64 offset, size_t bytes);
+extern void lh_batch_dead_letter(LhBatch *b, int32 partition, int64 offset, bool has_ts,
+								 TimestampTz ts, const char *key, size_t key_len,
+								 const char *value, size_t value_len, const char *reason);
+extern void lh_batch_finish(LhBatch *b);
+extern void lh_batch_committed(LhBatch *b, StreamState *st);
+
+#endif

@@ -1,0 +1,449 @@
+/*
+ * stream_worker.c: the background worker of one stream, Kafka to bronze, exactly once.
+ *
+ * Each micro-batch commits in ONE transaction: its good rows (COPY into bronze.<stream>),
+ * its dead letters, the next offset of every partition it read (compare-and-set against
+ * what this worker last committed), and its stream_progress row. Offsets are read from
+ * Postgres at start and nowhere else: the consumer is assigned partitions at those offsets,
+ * never at a consumer group's, and messages below them are never inserted again.
+ *
+ * Waiting happens on the latch: librdkafka signals a pipe when its queue becomes non-empty
+ * and the worker sleeps in WaitLatchOrSocket() on that pipe, so SIGTERM, SIGHUP and
+ * postmaster death are seen at once. SIGTERM goes through die(): an open batch transaction
+ * aborts as a whole.
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "guc.h"
+#include "kafka_client.h"
+#include "message_check.h"
+#include "offsets.h"
+#include "sink.h"
+#include "stream_worker.h"
+
+/* Longest sleep between checks when no message arrives. */
+#define IDLE_WAKE_MS 1000
+/* Backoff bounds while the brokers cannot be reached at start. */
+#define BROKER_RETRY_MIN_MS 500
+#define BROKER_RETRY_MAX_MS 10000
+
+static StreamState st;
+static LhKafka *kc;
+static int	wake_pipe[2] = {-1, -1};
+static MemoryContext batch_cxt;
+
+/* ---------------------------------------------------------------------------------- */
+
+/* Runs on every exit path (ERROR, FATAL from SIGTERM, normal exit): no handle outlives us. */
+static void
+close_kafka(int code, Datum arg)
+{
+	if (kc != NULL)
+	{
+		LhKafka    *k = kc;
+
+		kc = NULL;
+		lh_kafka_close(k);
+	}
+}
+
+/* Waits for a Kafka message, the latch, or the timeout; exits on postmaster death. */
+static void
+wait_for_messages(long timeout_ms)
+{
+	int			rc;
+
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						   wake_pipe[0], timeout_ms, PG_WAIT_EXTENSION);
+	if (rc & WL_LATCH_SET)
+		ResetLatch(MyLatch);
+	if (rc & WL_SOCKET_READABLE)
+	{
+		char		drain[64];
+
+		while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
+			;
+	}
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
+static void
+open_consumer(void)
+{
+	char		group[256];
+	rd_kafka_queue_t *q;
+
+	/*
+	 * Offsets come from Postgres only: no auto commit, no offset store, and a stored offset
+	 * that left the broker's retention is an error, never a silent jump. The group id only
+	 * names the stream to outside lag tools. Reading committed data only keeps aborted
+	 * transactional messages out of bronze.
+	 */
+	const char *const settings[] = {
+		"group.id", group,
+		"enable.auto.commit", "false",
+		"enable.auto.offset.store", "false",
+		"auto.offset.reset", "error",
+		"isolation.level", "read_committed",
+		"enable.partition.eof", "false",
+		/* Bounds the prefetch buffer, and so the worker's memory. */
+		"queued.max.messages.kbytes", "32768",
+		NULL
+	};
+
+	snprintf(group, sizeof(group), "lakehouse.%s.%s", lakehouse_database, st.name);
+	kc = lh_kafka_open(RD_KAFKA_CONSUMER, st.brokers, "lakehouse-stream", settings);
+	rd_kafka_poll_set_consumer(kc->rk);
+
+	if (pipe(wake_pipe) != 0 ||
+		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create wake-up pipe: %m")));
+	q = rd_kafka_queue_get_consumer(kc->rk);
+	rd_kafka_queue_io_event_enable(q, wake_pipe[1], "1", 1);
+	rd_kafka_queue_destroy(q);
+}
+
+/*
+ * Partitions of the topic, asked of the brokers until they answer. While they do not,
+ * the stream shows 'waiting for broker' with librdkafka's reason.
+ */
+static void
+discover_partitions(int32 **ids, int *count)
+{
+	long		backoff = BROKER_RETRY_MIN_MS;
+	bool		reported = false;
+
+	for (;;)
+	{
+		rd_kafka_resp_err_t err = lh_kafka_topic_partitions(kc, st.topic, 2000, ids, count);
+
+		if (err == RD_KAFKA_RESP_ERR_NO_ERROR && *count > 0)
+		{
+			if (reported)
+				lh_stream_set_state(&st, "starting", NULL);
+			return;
+		}
+		if (!reported)
+		{
+			char	   *why = psprintf("%s%s%s", rd_kafka_err2str(err),
+									   kc->last_error[0] ? ": " : "", kc->last_error);
+
+			ereport(LOG,
+					(errmsg("lakehouse stream \"%s\" is waiting for Kafka topic \"%s\" on \"%s\"",
+							st.name, st.topic, st.brokers),
+					 errdetail("%s", why)));
+			lh_stream_set_state(&st, "waiting for broker", why);
+			reported = true;
+		}
+		wait_for_messages(backoff);
+		backoff = Min(backoff * 2, BROKER_RETRY_MAX_MS);
+	}
+}
+
+static void
+assign_partitions(void)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(st.nparts, 1));
+	rd_kafka_resp_err_t err;
+
+	for (int i = 0; i < st.nparts; i++)
+	{
+		if (st.parts[i].stopped)
+			continue;
+		rd_kafka_topic_partition_list_add(list, st.topic, st.parts[i].partition)->offset =
+			st.parts[i].next_offset;
+	}
+	err = rd_kafka_assign(kc->rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("could not assign Kafka partitions to stream \"%s\"", st.name),
+				 errdetail("librdkafka said: %s.", rd_kafka_err2str(err))));
+}
+
+static StreamPartition *
+find_partition(int32 partition)
+{
+	for (int i = 0; i < st.nparts; i++)
+		if (st.parts[i].partition == partition)
+			return &st.parts[i];
+	return NULL;
+}
+
+/*
+ * A message that carries an error instead of data. A partition whose next offset is no
+ * longer on the broker stops, loudly and durably; it resumes only after reset_offsets().
+ */
+static void
+handle_consumer_error(rd_kafka_message_t *rkm)
+{
+	const char *what = rd_kafka_message_errstr(rkm);
+
+	if (rkm->err == RD_KAFKA_RESP_ERR__PARTITION_EOF)
+		return;
+	if ((rkm->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
+		 rkm->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) && rkm->rkt != NULL)
+	{
+		StreamPartition *p = find_partition(rkm->partition);
+
+		if (p != NULL && !p->stopped)
+		{
+			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+
+			rd_kafka_topic_partition_list_add(list, st.topic, p->partition);
+			rd_kafka_pause_partitions(kc->rk, list);
+			rd_kafka_topic_partition_list_destroy(list);
+			p->stopped = true;
+			lh_offsets_stop_partition(&st, p, what);
+		}
+		return;
+	}
+	if (rd_kafka_fatal_error(kc->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("fatal Kafka client error in stream \"%s\"", st.name),
+				 errdetail("librdkafka said: %s.", what),
+				 errhint("The worker restarts with a new client.")));
+	/* Transient (broker down, restarting): librdkafka retries by itself. */
+	if (strcmp(st.state, "waiting for broker") != 0)
+	{
+		ereport(LOG,
+				(errmsg("lakehouse stream \"%s\": Kafka client error, retrying", st.name),
+				 errdetail("%s", what)));
+		lh_stream_set_state(&st, "waiting for broker", what);
+	}
+}
+
+/*
+ * Collects up to max_batch_messages, stopping max_batch_ms after the first one. Returns
+ * the count; 0 after an idle wake-up.
+ */
+static int
+collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
+{
+	int			n = 0;
+	TimestampTz first_at = 0;
+	bool		idle_waited = false;
+
+	for (;;)
+	{
+		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(kc->rk, 0);
+		long		wait_ms;
+
+		if (rkm != NULL)
+		{
+			StreamPartition *p;
+
+			if (rkm->err)
+			{
+				handle_consumer_error(rkm);
+				rd_kafka_message_destroy(rkm);
+				continue;
+			}
+			p = find_partition(rkm->partition);
+			/* Below the committed offset: already in bronze (a re-delivery). */
+			if (p == NULL || p->stopped || rkm->offset < p->next_offset)
+			{
+				rd_kafka_message_destroy(rkm);
+				continue;
+			}
+			msgs[n++] = rkm;
+			if (n == 1)
+				*first_out = first_at = GetCurrentTimestamp();
+			if (n >= max_msgs)
+				return n;
+			continue;
+		}
+
+		lh_kafka_drain_logs(kc);
+		if (n == 0)
+			wait_ms = IDLE_WAKE_MS;
+		else
+		{
+			long		secs;
+			int			usecs;
+
+			TimestampDifference(first_at, GetCurrentTimestamp(), &secs, &usecs);
+			wait_ms = lakehouse_max_batch_ms - (secs * 1000 + usecs / 1000);
+			if (wait_ms <= 0)
+				return n;
+		}
+		if (n == 0 && idle_waited)
+			return 0;			/* nothing arrived: let the main loop do housekeeping */
+		wait_for_messages(wait_ms);
+		idle_waited = (n == 0);
+	}
+}
+
+/* One batch, one transaction: rows, dead letters, offsets (compare-and-set), progress. */
+static void
+commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
+{
+	MemoryContext old = MemoryContextSwitchTo(batch_cxt);
+	LhSinkBuffer sink;
+	LhBatch		batch;
+	size_t		max_bytes = (size_t) lakehouse_max_message_bytes;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
+
+	lh_batch_begin(&batch, &st, first_at);
+	lh_sink_begin(&sink);
+	for (int i = 0; i < n; i++)
+	{
+		rd_kafka_message_t *rkm = msgs[i];
+		rd_kafka_timestamp_type_t tstype;
+		int64		ts_ms = rd_kafka_message_timestamp(rkm, &tstype);
+		TimestampTz ts = 0;
+		const char *value = (const char *) rkm->payload;
+		const char *key = (const char *) rkm->key;
+		char	   *problem;
+
+		if (ts_ms >= 0)
+			ts = (TimestampTz) ts_ms * 1000 -
+				(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+		problem = lh_message_problem(value, rkm->len, key, rkm->key_len, max_bytes);
+		lh_batch_note(&batch, rkm->partition, rkm->offset, rkm->len);
+		if (problem == NULL)
+			lh_sink_add(&sink, rkm->partition, rkm->offset, ts_ms >= 0, ts,
+						key, rkm->key_len, value, rkm->len, batch.batch_id);
+		else
+			lh_batch_dead_letter(&batch, rkm->partition, rkm->offset, ts_ms >= 0, ts,
+								 key, rkm->key_len, value, rkm->len, problem);
+	}
+	lh_sink_copy(&sink, "bronze", st.name);
+	lh_batch_finish(&batch);
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	pgstat_report_stat(false);
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	lh_batch_committed(&batch, &st);
+	for (int i = 0; i < n; i++)
+		rd_kafka_message_destroy(msgs[i]);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(batch_cxt);
+}
+
+static void
+run_stream(void)
+{
+	int32	   *ids;
+	int			count;
+	rd_kafka_message_t **msgs;
+
+	lh_stream_load(&st);
+	if (!st.enabled)
+	{
+		ereport(LOG, (errmsg("lakehouse stream \"%s\" is disabled; worker exits", st.name)));
+		proc_exit(0);
+	}
+	open_consumer();
+	discover_partitions(&ids, &count);
+	lh_offsets_reconcile(&st, kc, ids, count);
+	lh_stream_set_state(&st, "running", NULL);
+	assign_partitions();
+	ereport(LOG,
+			(errmsg("lakehouse stream \"%s\" consuming topic \"%s\" from %d partitions",
+					st.name, st.topic, st.nparts)));
+
+	msgs = MemoryContextAlloc(TopMemoryContext, sizeof(*msgs) * lakehouse_max_batch_messages);
+	for (;;)
+	{
+		int			max_msgs = lakehouse_max_batch_messages;
+		int			n;
+		TimestampTz first_at = 0;
+
+		if (max_msgs > st.msgs_capacity)
+		{
+			msgs = repalloc(msgs, sizeof(*msgs) * max_msgs);
+			st.msgs_capacity = max_msgs;
+		}
+		n = collect_batch(msgs, max_msgs, &first_at);
+		if (n > 0)
+		{
+			commit_batch(msgs, n, first_at);
+			if (strcmp(st.state, "running") != 0)
+				lh_stream_set_state(&st, "running", NULL);
+		}
+	}
+}
+
+void
+lakehouse_stream_main(Datum main_arg)
+{
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	memset(&st, 0, sizeof(st));
+	strlcpy(st.name, MyBgworkerEntry->bgw_extra, sizeof(st.name));
+	st.msgs_capacity = lakehouse_max_batch_messages;
+
+	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
+	pgstat_report_appname(psprintf("lakehouse stream %s", st.name));
+	if (GetDatabaseEncoding() != PG_UTF8)
+		ereport(FATAL,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("lakehouse streams need a UTF8 database"),
+				 errhint("Point lakehouse.database at a database created with ENCODING 'UTF8'.")));
+
+	batch_cxt = AllocSetContextCreate(TopMemoryContext, "lakehouse batch", ALLOCSET_DEFAULT_SIZES);
+	before_shmem_exit(close_kafka, (Datum) 0);
+
+	PG_TRY();
+	{
+		run_stream();
+	}
+	PG_CATCH();
+	{
+		/* Record why, where stream_status() shows it, then exit so the launcher restarts us. */
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(TopMemoryContext);
+		edata = CopyErrorData();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		RESUME_INTERRUPTS();
+		lh_stream_set_state(&st, "error", edata->message);
+		proc_exit(1);
+	}
+	PG_END_TRY();
+}

@@ -1,0 +1,38 @@
+/*
+ * stream_worker.h: what one stream worker knows about its stream, shared by the worker loop
+ * (stream_worker.c) and the transactional parts (offsets.c).
+ */
+#ifndef LAKEHOUSE_STREAM_WORKER_H
+#define LAKEHOUSE_STREAM_WORKER_H
+
+#include "postgres.h"
+#include "fmgr.h"
+#include "lib/stringinfo.h"
+#include "utils/timestamp.h"
+
+#define LH_STREAM_NAME_MAX 64
+
+typedef struct StreamPartition
+{
+	int32		partition;
+	int64		next_offset;	/* as committed in lakehouse.offsets */
+	bool		stopped;		/* offsets.error is set: not consumed until reset */
+} StreamPartition;
+
+typedef struct StreamState
+{
+	char		name[LH_STREAM_NAME_MAX];
+	char	   *topic;
+	char	   *brokers;		/* resolved: the stream's own or lakehouse.brokers */
+	char	   *start_from;
+	bool		enabled;
+	char		state[64];		/* as last written to lakehouse.streams.state */
+	StreamPartition *parts;
+	int			nparts;
+	int64		next_batch_id;
+	int			msgs_capacity;
+} StreamState;
+
+extern PGDLLEXPORT void lakehouse_stream_main(Datum main_arg);
+
+#endif
