@@ -199,20 +199,20 @@ RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  pid integer;
+  worker integer;
 BEGIN
   UPDATE lakehouse.streams s SET enabled = false
    WHERE s.name OPERATOR(pg_catalog.=) stop_stream.name
-  RETURNING s.worker_pid INTO pid;
+  RETURNING s.worker_pid INTO worker;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'stream "%" does not exist', name
       USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.streams.';
   END IF;
   -- SIGTERM: the worker commits nothing half-done (its open batch transaction aborts).
-  IF pid IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
-                                  WHERE a.pid OPERATOR(pg_catalog.=) stop_stream.pid
-                                    AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream') THEN
-    PERFORM pg_catalog.pg_terminate_backend(pid);
+  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                                     WHERE a.pid OPERATOR(pg_catalog.=) worker
+                                       AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream') THEN
+    PERFORM pg_catalog.pg_terminate_backend(worker);
   END IF;
 END $$;
 

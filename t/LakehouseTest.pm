@@ -16,6 +16,7 @@ use Test::More;
 our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
+  lh_publish lh_event lh_poison_kinds lh_wait_caught_up
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -97,6 +98,72 @@ sub lh_process_gone
 		return 1 if defined $stat && $stat =~ /^\d+ \(.*\) Z /;
 	}
 	return 0;
+}
+
+# Publishes exact bytes with test/tools/produce_hex (kcat cannot send empty or null
+# values): each record is [partition, key or undef, value or undef]. Returns the count.
+sub lh_publish
+{
+	my ($brokers, $topic, $records) = @_;
+	my $hex = sub {
+		my ($b) = @_;
+		return '-' unless defined $b;
+		return '=' if $b eq '';
+		return unpack('H*', $b);
+	};
+	my $input = join('', map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . "\n" } @$records);
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ lh_top() . '/test/tools/produce_hex', $brokers, $topic ],
+		'<', \$input, '>', \$stdout, '2>', \$stderr);
+	die "produce_hex failed: $stderr" unless $ok;
+	chomp $stdout;
+	die "produce_hex published $stdout of " . scalar(@$records) . "\n" unless $stdout == @$records;
+	return $stdout;
+}
+
+# A recentchange-shaped event of about 1.2 KB with a unique id built from $tag and $i.
+sub lh_event
+{
+	my ($tag, $i) = @_;
+	my $id = sprintf('%08x-%04x-4%03x-8%03x-%012x', $i, length($tag), $i % 4096, $i % 4096, $i);
+	my $title = "Page " . ($i % 97) . " \x{e9}t\x{e9}";
+	utf8::encode($title);
+	my $comment = "edit $i of $tag: " . ('lorem ipsum dolor sit amet ' x 36);
+	return sprintf(
+		'{"$schema":"/mediawiki/recentchange/1.0.0","meta":{"uri":"https://en.wikipedia.org/wiki/P%d",'
+		  . '"id":"%s","dt":"2026-11-29T08:%02d:%02dZ","domain":"en.wikipedia.org","stream":"mediawiki.recentchange"},'
+		  . '"id":%d,"type":"edit","namespace":0,"title":"%s","comment":"%s","timestamp":%d,'
+		  . '"user":"User%d","bot":false,"minor":false,"length":{"old":%d,"new":%d},'
+		  . '"revision":{"old":%d,"new":%d},"server_name":"en.wikipedia.org","wiki":"enwiki","tag":"%s","seq":%d}',
+		$i, $id, ($i / 60) % 60, $i % 60, 1_000_000 + $i, $title, $comment, 1_795_900_000 + $i,
+		$i % 50, 1000 + $i, 1100 + $i, 4_000_000_000 + $i, 4_000_000_001 + $i, $tag, $i);
+}
+
+# Every kind of message that must become a dead letter: name => [key, value, reason regex].
+sub lh_poison_kinds
+{
+	return {
+		not_json => [ undef, 'this is not json {', qr/not valid JSON/ ],
+		empty => [ undef, '', qr/empty value/ ],
+		null => [ undef, undef, qr/null value/ ],
+		too_large => [ undef, '{"x":"' . ('a' x 70000) . '"}', qr/exceeds lakehouse\.max_message_bytes/ ],
+		bad_utf8 => [ undef, qq({"t":"\xff\xfe"}), qr/not valid UTF-8/ ],
+		nul_byte => [ undef, qq({"t":"a\x00b"}), qr/NUL byte/ ],
+		nul_escape => [ undef, '{"t":"\\u0000"}', qr/not valid JSON/ ],
+		too_deep => [ undef, ('[' x 600) . (']' x 600), qr/nested deeper/ ],
+		bad_key => [ "\xff\xfe", '{"ok":true}', qr/key is not valid UTF-8/ ],
+	};
+}
+
+# Waits until every partition's committed next_offset equals the broker's high watermark.
+sub lh_wait_caught_up
+{
+	my ($node, $stream, $topic, $brokers) = @_;
+	my $arg = defined $brokers ? "'$brokers'" : 'NULL';
+	return $node->poll_query_until('postgres', qq{
+		SELECT count(*) = 0 FROM lakehouse.kafka_watermarks('$topic', $arg) w
+		  LEFT JOIN lakehouse.offsets o ON o.stream = '$stream' AND o.kafka_partition = w.partition
+		 WHERE o.next_offset IS DISTINCT FROM w.high});
 }
 
 sub lh_unique_name

@@ -1,0 +1,179 @@
+# Kafka to bronze on a real broker: every offset lands exactly once, either as a bronze row
+# or as a dead letter with its reason; the SQL API drives the worker (stop, start, latest,
+# drop) and refuses bad calls without changing anything; a lost or rolled-back offsets table
+# is recovered from the data.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LakehouseTest;
+
+my $brokers = lh_brokers();
+my $node = lh_node('ingest', conf => "lakehouse.max_batch_messages = 200\n"
+	  . "lakehouse.max_message_bytes = '64kB'\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
+
+my $topic = lh_unique_name('ingest');
+my $partitions = 3;
+lh_create_topic(lh_kafka_dir(), $topic, $partitions);
+
+# --- Bad calls are refused and change nothing.
+my ($rc, $out, $err);
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT lakehouse.create_stream('x"; drop table canary; --', '$topic')});
+like($err, qr/invalid stream name/, 'a stream name with SQL in it is refused');
+$node->safe_psql('postgres', 'CREATE TABLE canary (x int)');
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT lakehouse.create_stream('Bad Name', '$topic')});
+like($err, qr/HINT:\s+Choose a name such as/, 'the refusal says what a valid name looks like');
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT lakehouse.create_stream('ghost', 'no_such_topic_$topic')});
+like($err, qr/Kafka topic "no_such_topic_\w+" does not exist/, 'unknown topic is refused');
+($rc, $out, $err) = $node->psql('postgres',
+	qq{SELECT lakehouse.create_stream('ghost', '$topic', start_from => 'whenever')});
+like($err, qr/invalid start_from "whenever"/, 'a bad start_from is refused');
+is($node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM lakehouse.streams) + (SELECT count(*) FROM lakehouse.offsets)"
+		  . " + (SELECT count(*) FROM pg_tables WHERE schemaname = 'bronze')"),
+	'0', 'refused calls left no stream, offsets or bronze table behind');
+is($node->safe_psql('postgres', "SELECT to_regclass('canary') IS NOT NULL"), 't', 'canary table untouched');
+
+# --- The scenario: good events and every kind of poison, shuffled, on every partition.
+my $poison = lh_poison_kinds();
+my (@records, %expected_dead, %good_ids, %published);
+my $seq = 0;
+for my $p (0 .. $partitions - 1)
+{
+	my @msgs;
+	push @msgs, map { [ undef, lh_event("ingest-p$p", $seq++) ] } 1 .. (300 + int(rand(400)));
+	push @msgs, map { [ @{ $poison->{$_} }[ 0, 1 ], $_ ] } sort keys %$poison;
+	# Fisher-Yates with Perl's rand: a different interleaving each run.
+	for (my $i = $#msgs; $i > 0; $i--)
+	{
+		my $j = int(rand($i + 1));
+		@msgs[ $i, $j ] = @msgs[ $j, $i ];
+	}
+	for my $offset (0 .. $#msgs)
+	{
+		my ($key, $value, $kind) = @{ $msgs[$offset] };
+		push @records, [ $p, $key, $value ];
+		if (defined $kind) { $expected_dead{"$p/$offset"} = $kind; }
+		else { $good_ids{ ($value =~ /"seq":(\d+)\}$/)[0] } = 1; }
+	}
+	$published{$p} = scalar(@msgs);
+}
+lh_publish($brokers, $topic, \@records);
+my $total = @records;
+my $n_dead = keys %expected_dead;
+note("published $total messages, $n_dead of them poison, over $partitions partitions");
+
+$node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki', '$topic')");
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'the stream catches up with the broker');
+
+for my $p (0 .. $partitions - 1)
+{
+	my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
+		SELECT (SELECT count(*) FROM bronze.wiki WHERE kafka_partition = $p),
+		       (SELECT count(DISTINCT kafka_offset) FROM bronze.wiki WHERE kafka_partition = $p),
+		       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki' AND kafka_partition = $p),
+		       (SELECT next_offset FROM lakehouse.offsets WHERE stream = 'wiki' AND kafka_partition = $p),
+		       (SELECT count(*) FROM bronze.wiki b JOIN lakehouse.dead_letters d
+		           ON d.stream = 'wiki' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
+		         WHERE b.kafka_partition = $p)});
+	is($rows + $dead, $published{$p}, "partition $p: bronze rows + dead letters == messages published ($published{$p})");
+	is($distinct, $rows, "partition $p: distinct offsets == rows");
+	is($next, $published{$p}, "partition $p: next_offset == high watermark");
+	is($overlap, 0, "partition $p: no offset is both a row and a dead letter");
+}
+
+# Each poison message is a dead letter exactly once, at its offset, with the right reason.
+my %dead = map { my ($p, $o, $reason) = split /\|/; ("$p/$o" => $reason) } split /\n/,
+  $node->safe_psql('postgres',
+	"SELECT kafka_partition, kafka_offset, reason FROM lakehouse.dead_letters WHERE stream = 'wiki'");
+is(scalar(keys %dead), $n_dead, "dead letters: $n_dead, one per poison message");
+for my $where (sort keys %expected_dead)
+{
+	my $kind = $expected_dead{$where};
+	like($dead{$where} // '(missing)', $poison->{$kind}[2], "poison '$kind' at $where dead-lettered with its reason");
+}
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM lakehouse.dead_letters
+	 WHERE stream = 'wiki' AND reason LIKE 'value contains a NUL byte' AND position('\x00'::bytea IN raw_value) > 0}),
+	$partitions, 'raw bytes are kept as they came');
+
+# Every good event is in bronze once, with its payload intact.
+my @seqs = split /\n/, $node->safe_psql('postgres', "SELECT payload->>'seq' FROM bronze.wiki ORDER BY (payload->>'seq')::int");
+is_deeply(\@seqs, [ sort { $a <=> $b } keys %good_ids ], 'bronze holds exactly the good events, once each');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM bronze.wiki WHERE payload->>'title' LIKE 'Page % ' || chr(233) || 't' || chr(233)"),
+	scalar(keys %good_ids), 'non-ASCII text survives');
+
+# Progress rows add up; batches were bounded by max_batch_messages.
+my ($batches, $msgs, $dl, $biggest) = split /\|/, $node->safe_psql('postgres',
+	"SELECT count(*), sum(messages), sum(dead_letters), max(messages) FROM lakehouse.stream_progress WHERE stream = 'wiki'");
+is($msgs, $total, 'stream_progress counts every message');
+is($dl, $n_dead, 'stream_progress counts every dead letter');
+cmp_ok($batches, '>', 1, "several micro-batches ($batches)");
+cmp_ok($biggest, '<=', 200, 'no batch exceeds lakehouse.max_batch_messages');
+
+my $status = $node->safe_psql('postgres',
+	"SELECT count(*), sum(lag), bool_and(state = 'running'), bool_and(worker_pid IS NOT NULL) FROM lakehouse.stream_status()");
+is($status, "$partitions|0|t|t", 'stream_status: every partition running with lag 0 and a worker pid');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'lakehouse stream' AND application_name = 'lakehouse stream wiki'"),
+	'1', 'the worker is named in pg_stat_activity');
+
+# --- stop_stream: the worker goes; what arrives meanwhile waits in Kafka; start resumes.
+my $pid = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'wiki'");
+$node->safe_psql('postgres', "SELECT lakehouse.stop_stream('wiki')");
+my $gone = 0;
+for (1 .. 300) { if (lh_process_gone($pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+ok($gone, 'stop_stream ends the worker');
+is($node->safe_psql('postgres', "SELECT DISTINCT state FROM lakehouse.stream_status()"), 'stopped',
+	'stream_status says stopped');
+my @more = map { [ $_ % $partitions, undef, lh_event('ingest-more', $seq++) ] } 1 .. 150;
+lh_publish($brokers, $topic, \@more);
+$published{ $_->[0] }++ for @more;
+my $before = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
+$node->safe_psql('postgres', "SELECT lakehouse.start_stream('wiki')");
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'after start_stream the stream catches up');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki'), $before + 150,
+	'exactly the messages published while stopped were added');
+
+# --- start_from latest: only what arrives after creation.
+$node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki_latest', '$topic', start_from => 'latest')");
+my @late = map { [ $_ % $partitions, undef, lh_event('ingest-late', $seq++) ] } 1 .. 40;
+lh_publish($brokers, $topic, \@late);
+ok(lh_wait_caught_up($node, 'wiki_latest', $topic), 'the latest stream catches up');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest'), '40',
+	'start_from latest ingests only the 40 messages published after creation');
+
+# --- Offsets lost or rolled back while stopped: the data is the second checkpoint.
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'wiki caught up before the offsets are damaged');
+my $rows_before = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
+$node->safe_psql('postgres', "SELECT lakehouse.stop_stream('wiki')");
+$node->safe_psql('postgres', "DELETE FROM lakehouse.offsets WHERE stream = 'wiki' AND kafka_partition = 0");
+$node->safe_psql('postgres', "UPDATE lakehouse.offsets SET next_offset = next_offset - 25 WHERE stream = 'wiki' AND kafka_partition = 1");
+$node->safe_psql('postgres', "SELECT lakehouse.start_stream('wiki')");
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'the stream recovers from lost and rolled-back offsets');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki'), $rows_before,
+	'no row was inserted twice after the offsets were damaged');
+is($node->safe_psql('postgres', q{
+	SELECT string_agg(event || ':' || (detail->>'partition'), ',' ORDER BY event)
+	  FROM lakehouse.stream_log WHERE stream = 'wiki' AND event IN ('offsets_restored_from_data', 'resumed_from_data')}),
+	'offsets_restored_from_data:0,resumed_from_data:1', 'each recovery is recorded in stream_log');
+
+# --- drop_stream keeps the data unless asked.
+$node->safe_psql('postgres', "SELECT lakehouse.drop_stream('wiki_latest')");
+is($node->safe_psql('postgres', "SELECT to_regclass('bronze.wiki_latest') IS NOT NULL"), 't',
+	'drop_stream keeps bronze by default');
+is($node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.streams WHERE name = 'wiki_latest'"), '0',
+	'drop_stream unregisters the stream');
+$node->safe_psql('postgres', 'DROP TABLE bronze.wiki_latest');
+$node->safe_psql('postgres', "SELECT lakehouse.drop_stream('wiki', drop_data => true)");
+is($node->safe_psql('postgres', "SELECT to_regclass('bronze.wiki') IS NULL AND NOT EXISTS (SELECT 1 FROM lakehouse.dead_letters WHERE stream = 'wiki')"),
+	't', 'drop_stream(drop_data => true) removes bronze and dead letters');
+
+done_testing();
