@@ -26,6 +26,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -52,18 +53,33 @@ static LhKafka *kc;
 static int	wake_pipe[2] = {-1, -1};
 static MemoryContext batch_cxt;
 
+/*
+ * Messages polled but not yet committed. librdkafka's destroy waits until every message
+ * that references the handle is released, so the exit path must release these first.
+ */
+static rd_kafka_message_t **inflight;
+static int	ninflight;
+
 /* ---------------------------------------------------------------------------------- */
 
 /* Runs on every exit path (ERROR, FATAL from SIGTERM, normal exit): no handle outlives us. */
 static void
 close_kafka(int code, Datum arg)
 {
+	for (int i = 0; i < ninflight; i++)
+		rd_kafka_message_destroy(inflight[i]);
+	ninflight = 0;
 	if (kc != NULL)
 	{
 		LhKafka    *k = kc;
 
 		kc = NULL;
-		lh_kafka_close(k);
+		/*
+		 * Without a postmaster the process is about to vanish: the kernel closes the
+		 * sockets, and a clean destroy could only delay the exit that frees shared memory.
+		 */
+		if (PostmasterIsAlive())
+			lh_kafka_close(k);
 	}
 }
 
@@ -278,6 +294,7 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 				continue;
 			}
 			msgs[n++] = rkm;
+			ninflight = n;
 			if (n == 1)
 				*first_out = first_at = GetCurrentTimestamp();
 			if (n >= max_msgs)
@@ -354,6 +371,7 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	lh_batch_committed(&batch, &st);
+	ninflight = 0;
 	for (int i = 0; i < n; i++)
 		rd_kafka_message_destroy(msgs[i]);
 	MemoryContextSwitchTo(old);
@@ -383,6 +401,7 @@ run_stream(void)
 					st.name, st.topic, st.nparts)));
 
 	msgs = MemoryContextAlloc(TopMemoryContext, sizeof(*msgs) * lakehouse_max_batch_messages);
+	inflight = msgs;
 	for (;;)
 	{
 		int			max_msgs = lakehouse_max_batch_messages;
@@ -392,6 +411,7 @@ run_stream(void)
 		if (max_msgs > st.msgs_capacity)
 		{
 			msgs = repalloc(msgs, sizeof(*msgs) * max_msgs);
+			inflight = msgs;
 			st.msgs_capacity = max_msgs;
 		}
 		n = collect_batch(msgs, max_msgs, &first_at);

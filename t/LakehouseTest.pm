@@ -16,7 +16,7 @@ use Test::More;
 our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
-  lh_publish lh_event lh_poison_kinds lh_wait_caught_up
+  lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -105,20 +105,37 @@ sub lh_process_gone
 sub lh_publish
 {
 	my ($brokers, $topic, $records) = @_;
+	return lh_publish_finish(lh_publish_start($brokers, $topic, $records));
+}
+
+# The same, in the background: returns a handle for lh_publish_finish.
+sub lh_publish_start
+{
+	my ($brokers, $topic, $records) = @_;
 	my $hex = sub {
 		my ($b) = @_;
 		return '-' unless defined $b;
 		return '=' if $b eq '';
 		return unpack('H*', $b);
 	};
-	my $input = join('', map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . "\n" } @$records);
-	my ($stdout, $stderr);
-	my $ok = IPC::Run::run([ lh_top() . '/test/tools/produce_hex', $brokers, $topic ],
-		'<', \$input, '>', \$stdout, '2>', \$stderr);
-	die "produce_hex failed: $stderr" unless $ok;
-	chomp $stdout;
-	die "produce_hex published $stdout of " . scalar(@$records) . "\n" unless $stdout == @$records;
-	return $stdout;
+	# From a file, so the child reads at its own pace while this process does other work.
+	my $input = File::Temp->new(DIR => $PostgreSQL::Test::Utils::tmp_check);
+	print $input map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . "\n" } @$records;
+	close $input;
+	my %h = (count => scalar(@$records), stdout => '', stderr => '', input => $input);
+	$h{run} = IPC::Run::start([ lh_top() . '/test/tools/produce_hex', $brokers, $topic ],
+		'<', $input->filename, '>', \$h{stdout}, '2>', \$h{stderr});
+	return \%h;
+}
+
+sub lh_publish_finish
+{
+	my ($h) = @_;
+	my $ok = $h->{run}->finish;
+	die "produce_hex failed: $h->{stderr}" unless $ok;
+	chomp(my $sent = $h->{stdout});
+	die "produce_hex published $sent of $h->{count}\n" unless $sent == $h->{count};
+	return $sent;
 }
 
 # A recentchange-shaped event of about 1.2 KB with a unique id built from $tag and $i.

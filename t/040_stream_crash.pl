@@ -1,0 +1,214 @@
+# The crash proof for Kafka to bronze: the stream worker is SIGKILLed at random points
+# while a backlog of realistic events (with resends and poison messages) keeps arriving,
+# and the whole server is crashed once. Each kill must land mid-backlog (some rows
+# committed, not all), or the test says "inconclusive" and fails. Afterwards every offset
+# the broker holds is in bronze or dead letters exactly once, and the checkpoint equals the
+# broker's high watermark.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LakehouseTest;
+
+my $brokers = lh_brokers();
+my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\n"
+	  . "lakehouse.max_message_bytes = '64kB'\nrestart_after_crash = on\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
+
+my $topic = lh_unique_name('crash');
+my $partitions = 4;
+lh_create_topic(lh_kafka_dir(), $topic, $partitions);
+$node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki', '$topic')");
+
+# --- The scenario: chunks of events, one chunk resent (a producer resume), poison spread in.
+my $chunks = 24;
+my $per_chunk = 1000;
+# Kill chunks are larger, so that the worker is still busy with them when it is killed.
+my $kill_chunk_size = 6000;
+my $poison = lh_poison_kinds();
+my @poison_kinds = sort keys %$poison;
+my (%times_published, %published, $n_dead);
+
+# Kill points: six distinct chunks (not the first, not the last); one of them crashes the
+# whole server instead of the worker.
+my @candidates = (2 .. $chunks - 2);
+my %kill_after;
+while (keys %kill_after < 6)
+{
+	$kill_after{ $candidates[ int(rand(@candidates)) ] } = 1;
+}
+my @kill_chunks = sort { $a <=> $b } keys %kill_after;
+my $server_crash_chunk = $kill_chunks[ int(rand(@kill_chunks)) ];
+
+my @plan;
+my $seq = 0;
+for my $c (1 .. $chunks)
+{
+	my $size = $kill_after{$c} ? $kill_chunk_size : $per_chunk;
+	my @records = map { [ $_ % $partitions, undef, lh_event('crash', $seq++) ] } 1 .. $size;
+	# Chunk 5 is sent again inside chunk 6, as a producer that lost its acknowledgements would.
+	push @records, @{ $plan[4] } if $c == 6;
+	if ($c % 3 == 0)
+	{
+		my $kind = $poison_kinds[ ($c / 3) % @poison_kinds ];
+		push @records, [ $c % $partitions, @{ $poison->{$kind} }[ 0, 1 ] ];
+		$n_dead++;
+	}
+	push @plan, \@records;
+}
+my $total = 0;
+$total += @$_ for @plan;
+note("backlog: $total messages in $chunks chunks; kills after chunks @kill_chunks"
+	  . " (server crash after $server_crash_chunk)");
+
+sub committed_rows
+{
+	return $node->safe_psql('postgres',
+		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')");
+}
+
+sub worker_pid
+{
+	my $pid = '';
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lakehouse stream'")
+	  or return undef;
+	$pid = $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE backend_type = 'lakehouse stream'");
+	return $pid;
+}
+
+# Polls through one open session: a new psql per poll would be too slow to catch the
+# worker between two commits.
+sub wait_for_progress
+{
+	my ($bg, $beyond) = @_;
+	my $rows = 0;
+	for (1 .. 30_000)
+	{
+		$rows = $bg->query_safe(
+			"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')");
+		last if $rows > $beyond;
+		select(undef, undef, undef, 0.001);
+	}
+	return $rows;
+}
+
+my $sent = 0;
+my $kills = 0;
+for my $c (1 .. $chunks)
+{
+	my $records = $plan[ $c - 1 ];
+	my ($pid, $pm_pid, $pm_start, $bg);
+	my $before = 0;
+	if ($kill_after{$c})
+	{
+		# A kill chunk: wait until the worker has caught up, note its pid, then publish the
+		# chunk at once and kill as soon as the first of its batches has committed.
+		lh_wait_caught_up($node, 'wiki', $topic);
+		$pid = worker_pid() // die "no stream worker before chunk $c";
+		$before = committed_rows();
+		$pm_start = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
+		open my $fh, '<', $node->data_dir . '/postmaster.pid' or die "no postmaster.pid: $!";
+		chomp($pm_pid = <$fh>);
+		close $fh;
+		$bg = $node->background_psql('postgres');
+	}
+	# Publishing runs while the worker ingests; a kill lands while both are busy.
+	my $publishing = lh_publish_start($brokers, $topic, $records);
+	lh_publish_finish($publishing) unless $kill_after{$c};
+	for my $r (@$records)
+	{
+		$published{ $r->[0] }++;
+		$times_published{$1}++ if defined $r->[2] && $r->[2] =~ /"tag":"crash","seq":(\d+)\}$/;
+	}
+	$sent += @$records;
+	next unless $kill_after{$c};
+
+	my $seen = wait_for_progress($bg, $before);
+	my $kill_ts = $bg->query_safe('SELECT clock_timestamp()');
+	$bg->quit;
+	my $offset = -s $node->logfile;
+	if ($c == $server_crash_chunk)
+	{
+		# The whole server: postmaster and every backend, as a power cut would.
+		$node->kill9;
+		my $gone = 0;
+		for (1 .. 600) { if (lh_process_gone($pm_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.05); }
+		ok($gone, "server crash after chunk $c: postmaster $pm_pid died of SIGKILL");
+		# A killed postmaster may linger as a zombie (its new parent may never reap it), and
+		# its pid file would then make a new postmaster refuse to start: it is dead, so the
+		# file goes. Backends notice the death on their own; start once they are gone.
+		unlink $node->data_dir . '/postmaster.pid';
+		my $started = 0;
+		for (1 .. 60)
+		{
+			if ($node->start(fail_ok => 1)) { $started = 1; last; }
+			unlink $node->data_dir . '/postmaster.pid' unless $node->{_pid} && !lh_process_gone($node->{_pid});
+			$node->{_pid} = undef;
+			sleep 1;
+		}
+		ok($started && $node->safe_psql('postgres', "SELECT pg_postmaster_start_time() > '$pm_start'"),
+			"server crash after chunk $c: a new postmaster recovered the data");
+	}
+	else
+	{
+		kill 'KILL', $pid;
+		$node->wait_for_log(qr/background worker "lakehouse stream" \(PID $pid\) was terminated by signal 9/, $offset);
+		ok(1, "kill after chunk $c: worker $pid died of SIGKILL");
+	}
+	$kills++;
+	lh_publish_finish($publishing);
+	# What had committed when the kill landed (the restarted worker has gone on since).
+	my $at_kill = $node->safe_psql('postgres',
+		"SELECT coalesce(sum(messages), 0) FROM lakehouse.stream_progress WHERE stream = 'wiki' AND committed_at <= '$kill_ts'");
+	# The fault must land mid-backlog: part of this chunk committed, part not yet.
+	if (!($at_kill > $before && $at_kill < $sent))
+	{
+		fail("inconclusive: the kill after chunk $c found $at_kill committed (before the chunk: $before,"
+			  . " after it: $sent); it did not land mid-backlog");
+		done_testing();
+		exit 1;
+	}
+	pass("kill after chunk $c landed mid-backlog: $at_kill committed, between $before and $sent");
+}
+is($kills, 6, 'five worker kills and one server crash happened');
+
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'the stream catches up after every crash');
+
+# --- Per partition: every offset once, as a row or a dead letter; the checkpoint is exact.
+my $wm = lh_watermarks($node, $topic);
+for my $p (0 .. $partitions - 1)
+{
+	my ($low, $high) = @{ $wm->{$p} };
+	my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
+		SELECT (SELECT count(*) FROM bronze.wiki WHERE kafka_partition = $p),
+		       (SELECT count(DISTINCT kafka_offset) FROM bronze.wiki WHERE kafka_partition = $p),
+		       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki' AND kafka_partition = $p),
+		       (SELECT next_offset FROM lakehouse.offsets WHERE stream = 'wiki' AND kafka_partition = $p),
+		       (SELECT count(*) FROM bronze.wiki b JOIN lakehouse.dead_letters d
+		           ON d.stream = 'wiki' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
+		         WHERE b.kafka_partition = $p)});
+	is($high - $low, $published{$p}, "partition $p: the broker holds what was published ($published{$p})");
+	is($rows + $dead, $high - $low, "partition $p: bronze rows + dead letters == high - low");
+	is($distinct, $rows, "partition $p: distinct offsets == rows");
+	is($next, $high, "partition $p: next_offset == high watermark ($high)");
+	is($overlap, 0, "partition $p: no offset is both a row and a dead letter");
+}
+is($node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki'"),
+	$n_dead, "dead letters == poison messages published ($n_dead)");
+
+# Every event in bronze as often as it was published (the resent chunk twice), no more.
+my %in_bronze = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
+	"SELECT payload->>'seq', count(*) FROM bronze.wiki GROUP BY 1");
+is_deeply(\%in_bronze, \%times_published, 'each event is in bronze exactly as many times as it was published');
+
+# Batch bookkeeping survived the crashes: progress rows account for every message.
+is($node->safe_psql('postgres', "SELECT sum(messages) FROM lakehouse.stream_progress WHERE stream = 'wiki'"),
+	$total, 'stream_progress accounts for every message exactly once');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM (SELECT batch_id FROM bronze.wiki EXCEPT SELECT batch_id FROM lakehouse.stream_progress WHERE stream = 'wiki') x}),
+	'0', 'every bronze row belongs to a committed batch');
+
+done_testing();
