@@ -93,12 +93,13 @@ LANGUAGE C VOLATILE
 AS 'MODULE_PATHNAME', 'lakehouse_kafka_offsets_for_time';
 REVOKE ALL ON FUNCTION lakehouse.kafka_offsets_for_time(text, timestamptz, text) FROM PUBLIC;
 
--- Watermarks, or no rows when the broker cannot be asked (for status views that must not
--- fail because Kafka is down).
+-- Watermarks, or no rows when the broker cannot be asked within 2 s (for status views
+-- that must not fail, or hang, because Kafka is down).
 CREATE FUNCTION lakehouse._watermarks_or_nothing(topic text, brokers text)
 RETURNS TABLE (partition integer, low bigint, high bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET lakehouse.request_timeout = '2s'
 AS $$
 BEGIN
   RETURN QUERY SELECT * FROM lakehouse.kafka_watermarks(topic, brokers);

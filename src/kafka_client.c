@@ -19,6 +19,15 @@
 /* How long rd_kafka_destroy may take before we stop waiting for in-flight requests. */
 #define LH_KAFKA_CLOSE_TIMEOUT_MS 2000
 
+LhKafkaClientError lh_kafka_client_error;
+
+static void
+on_client_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+	strlcpy(lh_kafka_client_error.reason, reason ? reason : "", sizeof(lh_kafka_client_error.reason));
+	lh_kafka_client_error.code = err;
+}
+
 /* Trim spaces in place; returns the first non-space character. */
 static char *
 trim(char *s)
@@ -208,6 +217,7 @@ lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id,
 		set_or_fail(conf, "allow.auto.create.topics", "false");
 	for (int i = 0; settings != NULL && settings[i] != NULL; i += 2)
 		set_or_fail(conf, settings[i], settings[i + 1]);
+	rd_kafka_conf_set_error_cb(conf, on_client_error);
 
 	kc = MemoryContextAllocZero(TopMemoryContext, sizeof(LhKafka));
 	strlcpy(kc->brokers, brokers, sizeof(kc->brokers));

@@ -29,6 +29,20 @@ typedef struct LhKafka
 #define LH_KAFKA_TOPIC_MAX 249
 
 extern void lh_kafka_check_topic_name(const char *topic);
+/*
+ * The newest client-level error (broker down, authentication, fatal), written by
+ * librdkafka's error callback. That callback is served by rd_kafka_poll() and the consumer
+ * poll on the calling thread; it only copies into this static buffer and never calls
+ * Postgres. The worker reads and clears it after polling.
+ */
+typedef struct LhKafkaClientError
+{
+	volatile int code;			/* rd_kafka_resp_err_t; 0 when none is pending */
+	char		reason[512];
+} LhKafkaClientError;
+
+extern LhKafkaClientError lh_kafka_client_error;
+
 extern bool lh_kafka_config_syntax_ok(const char *config, char *problem, size_t problem_len);
 extern LhKafka *lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id,
 							  const char *const *settings);

@@ -260,6 +260,50 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 	}
 }
 
+/* Turns a client-level error reported by librdkafka (broker down, ...) into stream state. */
+static void
+note_client_error(void)
+{
+	int			code = lh_kafka_client_error.code;
+
+	if (code == 0)
+		return;
+	lh_kafka_client_error.code = 0;
+	if (code == RD_KAFKA_RESP_ERR__FATAL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_EXCEPTION),
+				 errmsg("fatal Kafka client error in stream \"%s\"", st.name),
+				 errdetail("librdkafka said: %s.", lh_kafka_client_error.reason),
+				 errhint("The worker restarts with a new client.")));
+	if (strcmp(st.state, "waiting for broker") != 0)
+	{
+		ereport(LOG,
+				(errmsg("lakehouse stream \"%s\" lost its Kafka brokers; librdkafka keeps retrying", st.name),
+				 errdetail("%s", lh_kafka_client_error.reason)));
+		lh_stream_set_state(&st, "waiting for broker", lh_kafka_client_error.reason);
+	}
+}
+
+/*
+ * While the stream shows 'waiting for broker' and no message arrives, asks the brokers
+ * for metadata now and then: once they answer, the state goes back to running.
+ */
+static void
+recheck_brokers(void)
+{
+	int32	   *ids;
+	int			count;
+
+	if (strcmp(st.state, "waiting for broker") != 0)
+		return;
+	if (lh_kafka_topic_partitions(kc, st.topic, 500, &ids, &count) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		ereport(LOG, (errmsg("lakehouse stream \"%s\" reached its Kafka brokers again", st.name)));
+		lh_stream_set_state(&st, "running", NULL);
+	}
+	note_client_error();
+}
+
 /*
  * Collects up to max_batch_messages, stopping max_batch_ms after the first one. Returns
  * the count; 0 after an idle wake-up.
@@ -303,6 +347,7 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 		}
 
 		lh_kafka_drain_logs(kc);
+		note_client_error();
 		if (n == 0)
 			wait_ms = IDLE_WAKE_MS;
 		else
@@ -415,6 +460,8 @@ run_stream(void)
 			st.msgs_capacity = max_msgs;
 		}
 		n = collect_batch(msgs, max_msgs, &first_at);
+		if (n == 0)
+			recheck_brokers();
 		if (n > 0)
 		{
 			commit_batch(msgs, n, first_at);
