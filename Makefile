@@ -12,6 +12,7 @@ OBJS = \
 	src/kafka_queries.o \
 	src/message_check.o \
 	src/sink.o \
+	src/batch_writer.o \
 	src/offsets.o \
 	src/stream_worker.o
 

@@ -1,11 +1,13 @@
 /*
  * message_check.c: the gate between Kafka bytes and bronze.payload (jsonb).
  *
- * Every check here runs before the batch's COPY, without raising an error, so that one bad
- * message becomes a dead letter instead of aborting its batch (and, on restart, the same
- * batch again: a crash loop). The JSON check uses PostgreSQL's own JSON parser with escape
- * processing on, which is what jsonb input does, so what passes here also loads as jsonb
- * (including the jsonb-only refusal of \u0000).
+ * lh_message_problem() runs on every message before the batch's COPY, without raising an
+ * error: the cheap checks (null, empty, size, UTF-8, NUL bytes, nesting depth, which also
+ * keeps jsonb's recursive parser far from the stack limit). The full JSON check,
+ * lh_json_problem(), runs only when a batch's COPY was refused (see batch_writer.c): jsonb
+ * input parses every payload anyway, so parsing twice on the common path would be waste.
+ * It uses PostgreSQL's own JSON parser with escape processing on, as jsonb input does, so
+ * what passes it also loads as jsonb (including the jsonb-only refusal of \u0000).
  */
 #include "postgres.h"
 
@@ -55,9 +57,6 @@ char *
 lh_message_problem(const char *value, size_t value_len,
 				   const char *key, size_t key_len, size_t max_bytes)
 {
-	JsonLexContext *lex;
-	JsonParseErrorType err;
-
 	if (value == NULL)
 		return pstrdup("null value (tombstone)");
 	if (value_len == 0)
@@ -73,6 +72,14 @@ lh_message_problem(const char *value, size_t value_len,
 		return pstrdup("value is not valid UTF-8");
 	if (json_depth_exceeds(value, value_len, LH_MAX_JSON_DEPTH))
 		return psprintf("JSON nested deeper than %d levels", LH_MAX_JSON_DEPTH);
+	return NULL;
+}
+
+char *
+lh_json_problem(const char *value, size_t value_len)
+{
+	JsonLexContext *lex;
+	JsonParseErrorType err;
 
 	lex = makeJsonLexContextCstringLen((char *) value, (int) value_len, PG_UTF8, true);
 	err = pg_parse_json(lex, &nullSemAction);

@@ -9,10 +9,13 @@
 #define LH_MAX_JSON_DEPTH 512
 
 /*
- * NULL when the value and key are fine; otherwise a palloc'd, human-readable reason.
- * max_bytes bounds the value size.
+ * NULL when the value and key pass the cheap checks; otherwise a palloc'd, human-readable
+ * reason. max_bytes bounds the value size.
  */
 extern char *lh_message_problem(const char *value, size_t value_len,
 								const char *key, size_t key_len, size_t max_bytes);
+
+/* NULL when the value is JSON that jsonb accepts; otherwise the parser's reason. */
+extern char *lh_json_problem(const char *value, size_t value_len);
 
 #endif

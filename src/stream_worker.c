@@ -37,9 +37,8 @@
 
 #include "guc.h"
 #include "kafka_client.h"
-#include "message_check.h"
 #include "offsets.h"
-#include "sink.h"
+#include "batch_writer.h"
 #include "stream_worker.h"
 
 /* Longest sleep between checks when no message arrives. */
@@ -372,9 +371,7 @@ static void
 commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 {
 	MemoryContext old = MemoryContextSwitchTo(batch_cxt);
-	LhSinkBuffer sink;
 	LhBatch		batch;
-	size_t		max_bytes = (size_t) lakehouse_max_message_bytes;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -383,30 +380,7 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
 
 	lh_batch_begin(&batch, &st, first_at);
-	lh_sink_begin(&sink);
-	for (int i = 0; i < n; i++)
-	{
-		rd_kafka_message_t *rkm = msgs[i];
-		rd_kafka_timestamp_type_t tstype;
-		int64		ts_ms = rd_kafka_message_timestamp(rkm, &tstype);
-		TimestampTz ts = 0;
-		const char *value = (const char *) rkm->payload;
-		const char *key = (const char *) rkm->key;
-		char	   *problem;
-
-		if (ts_ms >= 0)
-			ts = (TimestampTz) ts_ms * 1000 -
-				(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-		problem = lh_message_problem(value, rkm->len, key, rkm->key_len, max_bytes);
-		lh_batch_note(&batch, rkm->partition, rkm->offset, rkm->len);
-		if (problem == NULL)
-			lh_sink_add(&sink, rkm->partition, rkm->offset, ts_ms >= 0, ts,
-						key, rkm->key_len, value, rkm->len, batch.batch_id);
-		else
-			lh_batch_dead_letter(&batch, rkm->partition, rkm->offset, ts_ms >= 0, ts,
-								 key, rkm->key_len, value, rkm->len, problem);
-	}
-	lh_sink_copy(&sink, "bronze", st.name);
+	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
 	lh_batch_finish(&batch);
 
 	SPI_finish();

@@ -169,6 +169,8 @@ sub lh_poison_kinds
 		nul_escape => [ undef, '{"t":"\\u0000"}', qr/not valid JSON/ ],
 		too_deep => [ undef, ('[' x 600) . (']' x 600), qr/nested deeper/ ],
 		bad_key => [ "\xff\xfe", '{"ok":true}', qr/key is not valid UTF-8/ ],
+		# Valid JSON that jsonb cannot store: found only by COPY, then isolated by splitting.
+		huge_number => [ undef, '{"n":1e999999}', qr/refused by bronze: .*numeric/ ],
 	};
 }
 

@@ -1,0 +1,161 @@
+/*
+ * batch_writer.c: one micro-batch into bronze, never dropped whole.
+ *
+ * The common path parses each payload once, in COPY's jsonb input. Messages that fail the
+ * cheap checks (message_check.c) become dead letters up front. If COPY still refuses the
+ * batch with a data error (say, a payload that is not JSON), the batch is retried inside
+ * subtransactions: first after checking every payload with the JSON parser, then, if
+ * something is still refused, split in halves until each refused message stands alone and
+ * becomes a dead letter with the error as its reason. Any other error (a dropped table,
+ * a duplicate offset, out of disk) is not the message's fault: it aborts the batch, and the
+ * worker retries from the last commit.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "batch_writer.h"
+#include "message_check.h"
+#include "sink.h"
+
+typedef struct WriteState
+{
+	LhBatch    *batch;
+	rd_kafka_message_t **msgs;
+	char	   *refusal;		/* the last COPY refusal's message */
+} WriteState;
+
+static TimestampTz
+kafka_time(rd_kafka_message_t *rkm, bool *has_ts)
+{
+	rd_kafka_timestamp_type_t tstype;
+	int64		ms = rd_kafka_message_timestamp(rkm, &tstype);
+
+	*has_ts = ms >= 0;
+	if (ms < 0)
+		return 0;
+	/* Kafka: milliseconds since the Unix epoch; Postgres: microseconds since 2000. */
+	return (TimestampTz) ms * 1000 -
+		(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+}
+
+static void
+dead_letter(WriteState *ws, rd_kafka_message_t *rkm, const char *reason)
+{
+	bool		has_ts;
+	TimestampTz ts = kafka_time(rkm, &has_ts);
+
+	lh_batch_dead_letter(ws->batch, rkm->partition, rkm->offset, has_ts, ts,
+						 (const char *) rkm->key, rkm->key_len,
+						 (const char *) rkm->payload, rkm->len, reason);
+}
+
+/*
+ * COPYs the messages idx[0..k) in a subtransaction. Returns false, with the refusal in
+ * ws->refusal, when COPY raised a data exception; re-raises anything else.
+ */
+static bool
+copy_subset(WriteState *ws, const int *idx, int k)
+{
+	MemoryContext oldcontext = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	LhSinkBuffer sink;
+	volatile bool ok = true;
+
+	lh_sink_begin(&sink);
+	for (int j = 0; j < k; j++)
+	{
+		rd_kafka_message_t *rkm = ws->msgs[idx[j]];
+		bool		has_ts;
+		TimestampTz ts = kafka_time(rkm, &has_ts);
+
+		lh_sink_add(&sink, rkm->partition, rkm->offset, has_ts, ts,
+					(const char *) rkm->key, rkm->key_len,
+					(const char *) rkm->payload, rkm->len, ws->batch->batch_id);
+	}
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldcontext);
+	PG_TRY();
+	{
+		lh_sink_copy(&sink, "bronze", ws->batch->st->name);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcontext);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldcontext);
+		CurrentResourceOwner = oldowner;
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+			ReThrowError(edata);
+		ws->refusal = edata->message;
+		ok = false;
+	}
+	PG_END_TRY();
+	pfree(sink.data.data);
+	return ok;
+}
+
+/* Halves a refused range until every refused message is alone and dead-lettered. */
+static void
+copy_or_split(WriteState *ws, const int *idx, int k)
+{
+	if (k == 0 || copy_subset(ws, idx, k))
+		return;
+	if (k == 1)
+	{
+		dead_letter(ws, ws->msgs[idx[0]], psprintf("refused by bronze: %s", ws->refusal));
+		return;
+	}
+	copy_or_split(ws, idx, k / 2);
+	copy_or_split(ws, idx + k / 2, k - k / 2);
+}
+
+void
+lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_bytes)
+{
+	WriteState	ws = {batch, msgs, NULL};
+	int		   *good = palloc(sizeof(int) * Max(n, 1));
+	int			ngood = 0;
+	int			nparsed = 0;
+
+	for (int i = 0; i < n; i++)
+	{
+		rd_kafka_message_t *rkm = msgs[i];
+		char	   *problem = lh_message_problem((const char *) rkm->payload, rkm->len,
+												 (const char *) rkm->key, rkm->key_len, max_bytes);
+
+		lh_batch_note(batch, rkm->partition, rkm->offset, rkm->len);
+		if (problem != NULL)
+			dead_letter(&ws, rkm, problem);
+		else
+			good[ngood++] = i;
+	}
+	if (ngood == 0)
+		return;
+
+	/* The common case: one COPY (in one subtransaction), one parse per payload. */
+	if (copy_subset(&ws, good, ngood))
+		return;
+	/* Refused: check every payload as JSON, dead-letter what fails, then retry the rest. */
+	for (int j = 0; j < ngood; j++)
+	{
+		rd_kafka_message_t *rkm = msgs[good[j]];
+		char	   *problem = lh_json_problem((const char *) rkm->payload, rkm->len);
+
+		if (problem != NULL)
+			dead_letter(&ws, rkm, problem);
+		else
+			good[nparsed++] = good[j];
+	}
+	copy_or_split(&ws, good, nparsed);
+}
