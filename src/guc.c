@@ -19,7 +19,7 @@
 char	   *lakehouse_brokers = NULL;
 char	   *lakehouse_database = NULL;
 int			lakehouse_max_batch_messages = 10000;
-int			lakehouse_max_batch_ms = 500;
+int			lakehouse_max_batch_ms = 100;
 char	   *lakehouse_kafka_config = NULL;
 int			lakehouse_watermark_s = 600;
 int			lakehouse_session_gap_s = 1800;
@@ -69,11 +69,15 @@ lakehouse_define_gucs(void)
 							PGC_SIGHUP, 0,
 							NULL, NULL, NULL);
 
+	/*
+	 * 100 ms: a backlog fills batches to max_batch_messages long before this, so it only
+	 * bounds how long a trickle of events waits for its commit (freshness).
+	 */
 	DefineCustomIntVariable("lakehouse.max_batch_ms",
 							"Longest time a micro-batch stays open after its first message",
 							NULL,
 							&lakehouse_max_batch_ms,
-							500, 1, 600000,
+							100, 1, 600000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
