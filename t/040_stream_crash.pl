@@ -79,28 +79,12 @@ sub worker_pid
 	return $pid;
 }
 
-# Polls through one open session: a new psql per poll would be too slow to catch the
-# worker between two commits.
-sub wait_for_progress
-{
-	my ($bg, $beyond) = @_;
-	my $rows = 0;
-	for (1 .. 30_000)
-	{
-		$rows = $bg->query_safe(
-			"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')");
-		last if $rows > $beyond;
-		select(undef, undef, undef, 0.001);
-	}
-	return $rows;
-}
-
 my $sent = 0;
 my $kills = 0;
 for my $c (1 .. $chunks)
 {
 	my $records = $plan[ $c - 1 ];
-	my ($pid, $pm_pid, $pm_start, $bg);
+	my ($pid, $pm_pid, $pm_start);
 	my $before = 0;
 	if ($kill_after{$c})
 	{
@@ -113,7 +97,6 @@ for my $c (1 .. $chunks)
 		open my $fh, '<', $node->data_dir . '/postmaster.pid' or die "no postmaster.pid: $!";
 		chomp($pm_pid = <$fh>);
 		close $fh;
-		$bg = $node->background_psql('postgres');
 	}
 	# Publishing runs while the worker ingests; a kill lands while both are busy.
 	my $publishing = lh_publish_start($brokers, $topic, $records);
@@ -126,9 +109,8 @@ for my $c (1 .. $chunks)
 	$sent += @$records;
 	next unless $kill_after{$c};
 
-	my $seen = wait_for_progress($bg, $before);
-	my $kill_ts = $bg->query_safe('SELECT clock_timestamp()');
-	$bg->quit;
+	my ($seen, $kill_ts) = lh_wait_beyond($node,
+		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')", $before);
 	my $offset = -s $node->logfile;
 	if ($c == $server_crash_chunk)
 	{
@@ -178,23 +160,10 @@ is($kills, 6, 'five worker kills and one server crash happened');
 ok(lh_wait_caught_up($node, 'wiki', $topic), 'the stream catches up after every crash');
 
 # --- Per partition: every offset once, as a row or a dead letter; the checkpoint is exact.
-my $wm = lh_watermarks($node, $topic);
+my $wm = lh_check_exactly_once($node, 'wiki', $topic, 'after the crashes');
 for my $p (0 .. $partitions - 1)
 {
-	my ($low, $high) = @{ $wm->{$p} };
-	my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
-		SELECT (SELECT count(*) FROM bronze.wiki WHERE kafka_partition = $p),
-		       (SELECT count(DISTINCT kafka_offset) FROM bronze.wiki WHERE kafka_partition = $p),
-		       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki' AND kafka_partition = $p),
-		       (SELECT next_offset FROM lakehouse.offsets WHERE stream = 'wiki' AND kafka_partition = $p),
-		       (SELECT count(*) FROM bronze.wiki b JOIN lakehouse.dead_letters d
-		           ON d.stream = 'wiki' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
-		         WHERE b.kafka_partition = $p)});
-	is($high - $low, $published{$p}, "partition $p: the broker holds what was published ($published{$p})");
-	is($rows + $dead, $high - $low, "partition $p: bronze rows + dead letters == high - low");
-	is($distinct, $rows, "partition $p: distinct offsets == rows");
-	is($next, $high, "partition $p: next_offset == high watermark ($high)");
-	is($overlap, 0, "partition $p: no offset is both a row and a dead letter");
+	is($wm->{$p}[1] - $wm->{$p}[0], $published{$p}, "partition $p: the broker holds what was published ($published{$p})");
 }
 is($node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki'"),
 	$n_dead, "dead letters == poison messages published ($n_dead)");

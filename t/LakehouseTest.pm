@@ -16,7 +16,7 @@ use Test::More;
 our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
-  lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
+  lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -172,6 +172,50 @@ sub lh_poison_kinds
 		# Valid JSON that jsonb cannot store: found only by COPY, then isolated by splitting.
 		huge_number => [ undef, '{"n":1e999999}', qr/refused by bronze: .*numeric/ ],
 	};
+}
+
+# The exactly-once check of Kafka to bronze, per partition, against the broker itself:
+# bronze rows + dead letters == high - low, distinct offsets == rows, no offset both a row
+# and a dead letter, next_offset == high watermark. Returns the watermarks.
+sub lh_check_exactly_once
+{
+	my ($node, $stream, $topic, $label) = @_;
+	my $wm = lh_watermarks($node, $topic);
+	for my $p (sort { $a <=> $b } keys %$wm)
+	{
+		my ($low, $high) = @{ $wm->{$p} };
+		my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
+			SELECT (SELECT count(*) FROM bronze.$stream WHERE kafka_partition = $p),
+			       (SELECT count(DISTINCT kafka_offset) FROM bronze.$stream WHERE kafka_partition = $p),
+			       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = '$stream' AND kafka_partition = $p),
+			       (SELECT next_offset FROM lakehouse.offsets WHERE stream = '$stream' AND kafka_partition = $p),
+			       (SELECT count(*) FROM bronze.$stream b JOIN lakehouse.dead_letters d
+			           ON d.stream = '$stream' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
+			         WHERE b.kafka_partition = $p)});
+		is($rows + $dead, $high - $low, "$label, partition $p: bronze rows + dead letters == high - low (" . ($high - $low) . ")");
+		is($distinct, $rows, "$label, partition $p: distinct offsets == rows");
+		is($overlap, 0, "$label, partition $p: no offset is both a row and a dead letter");
+		is($next, $high, "$label, partition $p: next_offset == high watermark ($high)");
+	}
+	return $wm;
+}
+
+# Polls $count_sql through one open session until it returns more than $beyond, and
+# returns what it saw and the server's clock at that moment. A new psql per poll (poll_query_until) is too slow to catch a fast
+# worker in the middle of a backlog, which the fault tests need.
+sub lh_wait_beyond
+{
+	my ($node, $count_sql, $beyond) = @_;
+	my $bg = $node->background_psql('postgres');
+	my ($seen, $at) = (0, undef);
+	for (1 .. 60_000)
+	{
+		($seen, $at) = split /\|/, $bg->query_safe("SELECT ($count_sql), clock_timestamp()");
+		last if $seen > $beyond;
+		select(undef, undef, undef, 0.001);
+	}
+	$bg->quit;
+	return wantarray ? ($seen, $at) : $seen;
 }
 
 # Waits until every partition's committed next_offset equals the broker's high watermark.
