@@ -61,7 +61,7 @@ copy_subset(WriteState *ws, const int *idx, int k)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
-	LhSinkBuffer sink;
+	static LhSinkBuffer sink;	/* reused across batches, see lh_sink_begin() */
 	volatile bool ok = true;
 
 	lh_sink_begin(&sink);
@@ -101,7 +101,6 @@ copy_subset(WriteState *ws, const int *idx, int k)
 		ok = false;
 	}
 	PG_END_TRY();
-	pfree(sink.data.data);
 	return ok;
 }
 

@@ -14,6 +14,7 @@
 #include "port/pg_bswap.h"
 #include "parser/parse_node.h"
 #include "parser/parse_relation.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "sink.h"
@@ -57,10 +58,23 @@ put_int64(StringInfo s, int64 v)
 	appendBinaryStringInfo(s, (char *) &n, 8);
 }
 
+/*
+ * Starts a batch in buf. The buffer lives in TopMemoryContext and is reused batch after
+ * batch: a fresh multi-megabyte allocation per batch would be handed out by the kernel as
+ * zeroed pages every time, which showed up as a tenth of the worker's time.
+ */
 void
 lh_sink_begin(LhSinkBuffer *buf)
 {
-	initStringInfo(&buf->data);
+	if (buf->data.data == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		initStringInfo(&buf->data);
+		MemoryContextSwitchTo(old);
+	}
+	else
+		resetStringInfo(&buf->data);
 	appendBinaryStringInfo(&buf->data, copy_signature, sizeof(copy_signature));
 	put_int32(&buf->data, 0);	/* flags */
 	put_int32(&buf->data, 0);	/* header extension length */
