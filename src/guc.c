@@ -25,6 +25,7 @@ int			lakehouse_watermark_s = 600;
 int			lakehouse_session_gap_s = 1800;
 int			lakehouse_request_timeout_ms = 10000;
 int			lakehouse_max_message_bytes = 16 * 1024 * 1024;
+bool		lakehouse_commit_to_kafka = false;
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -121,6 +122,14 @@ lakehouse_define_gucs(void)
 							16 * 1024 * 1024, 1, 256 * 1024 * 1024,
 							PGC_SIGHUP, GUC_UNIT_BYTE,
 							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("lakehouse.commit_to_kafka",
+							 "Also report committed offsets to the Kafka consumer group, for lag tools",
+							 "Informational only: stream workers read offsets from lakehouse.offsets, never from Kafka.",
+							 &lakehouse_commit_to_kafka,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lakehouse");
 }

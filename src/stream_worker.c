@@ -366,6 +366,27 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 	}
 }
 
+/*
+ * After COMMIT, tells the consumer group the same offsets, for outside lag tools (kcat,
+ * Burrow, kafka-consumer-groups). Informational only: asynchronous, errors are just logged
+ * by librdkafka, and the worker never reads offsets back from the group.
+ */
+static void
+report_offsets_to_kafka(LhBatch *batch)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(batch->ntouched, 1));
+	rd_kafka_resp_err_t err;
+
+	for (int i = 0; i < batch->ntouched; i++)
+		rd_kafka_topic_partition_list_add(list, st.topic, batch->touched[i].partition)->offset =
+			batch->touched[i].last_offset + 1;
+	err = rd_kafka_commit(kc->rk, list, 1);
+	rd_kafka_topic_partition_list_destroy(list);
+	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+		elog(DEBUG1, "lakehouse stream \"%s\": could not report offsets to Kafka: %s",
+			 st.name, rd_kafka_err2str(err));
+}
+
 /* One batch, one transaction: rows, dead letters, offsets (compare-and-set), progress. */
 static void
 commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
@@ -390,6 +411,8 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	lh_batch_committed(&batch, &st);
+	if (lakehouse_commit_to_kafka)
+		report_offsets_to_kafka(&batch);
 	ninflight = 0;
 	for (int i = 0; i < n; i++)
 		rd_kafka_message_destroy(msgs[i]);

@@ -174,6 +174,25 @@ $node->safe_psql('postgres', "SELECT lakehouse.start_stream('wiki')");
 ok(lh_wait_caught_up($node, 'wiki', $topic), 'start_stream after a stop mid-backlog catches up');
 lh_check_exactly_once($node, 'wiki', $topic, 'stop and start mid-backlog');
 
+# --- lakehouse.commit_to_kafka: lag tools see the committed offsets in the consumer group.
+$node->append_conf('postgresql.conf', "lakehouse.commit_to_kafka = on\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('lakehouse.commit_to_kafka') = 'on'");
+lh_publish($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-group', $seq++) ] } 1 .. 300 ]);
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'caught up with commit_to_kafka on');
+my %pg_next = map { split /\|/ } split /\n/, $node->safe_psql('postgres',
+	"SELECT kafka_partition, next_offset FROM lakehouse.offsets WHERE stream = 'wiki'");
+my %group;
+for (1 .. 20)
+{
+	my $described = lh_kafka('tool', lh_kafka_dir(), 'org.apache.kafka.tools.consumer.group.ConsumerGroupCommand',
+		'--bootstrap-server', $brokers, '--describe', '--group', 'lakehouse.postgres.wiki');
+	%group = map { (split ' ')[ 2, 3 ] } grep { /^lakehouse\.postgres\.wiki\s+\Q$topic\E\s/ } split /\n/, $described;
+	last if join(',', map { "$_=" . ($group{$_} // '') } sort keys %pg_next) eq join(',', map { "$_=$pg_next{$_}" } sort keys %pg_next);
+	sleep 1;
+}
+is_deeply(\%group, \%pg_next, 'the consumer group shows the offsets committed in Postgres');
+
 # --- Operators: members of lakehouse_admin run the API; other roles cannot.
 $node->safe_psql('postgres', 'CREATE ROLE ops LOGIN IN ROLE lakehouse_admin; CREATE ROLE nobody LOGIN');
 $node->safe_psql('postgres', "SELECT lakehouse.create_stream('ops_stream', '$topic', start_from => 'latest')",
