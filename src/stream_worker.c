@@ -46,6 +46,8 @@
 /* Backoff bounds while the brokers cannot be reached at start. */
 #define BROKER_RETRY_MIN_MS 500
 #define BROKER_RETRY_MAX_MS 10000
+/* How often a running worker looks for partitions added to its topic. */
+#define PARTITION_CHECK_MS 10000
 
 static StreamState st;
 static LhKafka *kc;
@@ -420,6 +422,32 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	MemoryContextReset(batch_cxt);
 }
 
+/*
+ * Kafka topics can gain partitions while a stream runs. Every PARTITION_CHECK_MS the worker
+ * asks for the count between batches; new partitions get an offsets row at their earliest
+ * offset (recorded as partition_added in stream_log) and join the assignment.
+ */
+static void
+watch_partitions(void)
+{
+	static TimestampTz checked_at;
+	TimestampTz now = GetCurrentTimestamp();
+	int32	   *ids;
+	int			count;
+
+	if (!TimestampDifferenceExceeds(checked_at, now, PARTITION_CHECK_MS))
+		return;
+	checked_at = now;
+	if (lh_kafka_topic_partitions(kc, st.topic, 1000, &ids, &count) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+		count <= st.nparts)
+		return;
+	ereport(LOG,
+			(errmsg("lakehouse stream \"%s\": topic \"%s\" now has %d partitions (was %d)",
+					st.name, st.topic, count, st.nparts)));
+	lh_offsets_reconcile(&st, kc, ids, count);
+	assign_partitions();
+}
+
 static void
 run_stream(void)
 {
@@ -459,12 +487,11 @@ run_stream(void)
 		n = collect_batch(msgs, max_msgs, &first_at);
 		if (n == 0)
 			recheck_brokers();
-		if (n > 0)
-		{
+		else
 			commit_batch(msgs, n, first_at);
-			if (strcmp(st.state, "running") != 0)
-				lh_stream_set_state(&st, "running", NULL);
-		}
+		watch_partitions();
+		if (n > 0 && strcmp(st.state, "running") != 0)
+			lh_stream_set_state(&st, "running", NULL);
 	}
 }
 

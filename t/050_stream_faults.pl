@@ -121,5 +121,16 @@ is($node->safe_psql('postgres', q{
 	 WHERE stream = 's1' AND event = 'offsets_reset'}),
 	"$before->{0}[1]->$cut", 'the reset records where it moved the partition from and to');
 
+# --- 4. Partitions added to the topic while the stream runs are picked up.
+lh_kafka('tool', $kdir, 'org.apache.kafka.tools.TopicCommand', '--bootstrap-server', $brokers,
+	'--alter', '--topic', $topic, '--partitions', $partitions + 2);
+is(scalar(keys %{ lh_watermarks($node, $topic) }), $partitions + 2, 'the topic has two more partitions (fault landed)');
+my @spread = map { [ $_ % ($partitions + 2), undef, lh_event('grown', $seq++) ] } 1 .. 500;
+lh_publish($brokers, $topic, \@spread);
+ok(lh_wait_caught_up($node, 's1', $topic), 'the running stream picks up the new partitions');
+lh_check_exactly_once($node, 's1', $topic, 'after adding partitions');
+is($node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.stream_log WHERE stream = 's1' AND event = 'partition_added'"),
+	'2', 'each new partition is recorded in stream_log');
+
 lh_kafka('remove', $kdir);
 done_testing();

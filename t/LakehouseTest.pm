@@ -175,8 +175,11 @@ sub lh_poison_kinds
 }
 
 # The exactly-once check of Kafka to bronze, per partition, against the broker itself:
-# bronze rows + dead letters == high - low, distinct offsets == rows, no offset both a row
-# and a dead letter, next_offset == high watermark. Returns the watermarks.
+# of the offsets the broker still holds (low to high), bronze rows + dead letters ==
+# high - low, distinct offsets == rows, no offset both a row and a dead letter; and
+# next_offset == high watermark. Rows below low were ingested before the broker deleted
+# their records (retention), so they are outside what the broker can vouch for. Returns
+# the watermarks.
 sub lh_check_exactly_once
 {
 	my ($node, $stream, $topic, $label) = @_;
@@ -185,9 +188,9 @@ sub lh_check_exactly_once
 	{
 		my ($low, $high) = @{ $wm->{$p} };
 		my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
-			SELECT (SELECT count(*) FROM bronze.$stream WHERE kafka_partition = $p),
-			       (SELECT count(DISTINCT kafka_offset) FROM bronze.$stream WHERE kafka_partition = $p),
-			       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = '$stream' AND kafka_partition = $p),
+			SELECT (SELECT count(*) FROM bronze.$stream WHERE kafka_partition = $p AND kafka_offset >= $low),
+			       (SELECT count(DISTINCT kafka_offset) FROM bronze.$stream WHERE kafka_partition = $p AND kafka_offset >= $low),
+			       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = '$stream' AND kafka_partition = $p AND kafka_offset >= $low),
 			       (SELECT next_offset FROM lakehouse.offsets WHERE stream = '$stream' AND kafka_partition = $p),
 			       (SELECT count(*) FROM bronze.$stream b JOIN lakehouse.dead_letters d
 			           ON d.stream = '$stream' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
