@@ -269,6 +269,12 @@ RETURNS TABLE (stream text, kafka_partition integer, next_offset bigint, high_wa
 LANGUAGE sql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+  -- One broker round trip per stream (MATERIALIZED: not one per partition row).
+  WITH w AS MATERIALIZED (
+    SELECT s.name, x.partition, x.high
+      FROM lakehouse.streams s,
+           LATERAL lakehouse._watermarks_or_nothing(s.topic, s.brokers) x
+  )
   SELECT s.name, o.kafka_partition, o.next_offset, w.high, w.high - o.next_offset,
          a.pid,
          CASE WHEN NOT s.enabled THEN 'stopped'
@@ -280,8 +286,8 @@ AS $$
          coalesce(o.error, s.last_error)
     FROM lakehouse.streams s
     JOIN lakehouse.offsets o ON o.stream OPERATOR(pg_catalog.=) s.name
-    LEFT JOIN LATERAL lakehouse._watermarks_or_nothing(s.topic, s.brokers) w
-           ON w.partition OPERATOR(pg_catalog.=) o.kafka_partition
+    LEFT JOIN w ON w.name OPERATOR(pg_catalog.=) s.name
+               AND w.partition OPERATOR(pg_catalog.=) o.kafka_partition
     LEFT JOIN pg_catalog.pg_stat_activity a
            ON a.pid OPERATOR(pg_catalog.=) s.worker_pid
           AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream'
