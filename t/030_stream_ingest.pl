@@ -193,6 +193,20 @@ for (1 .. 20)
 }
 is_deeply(\%group, \%pg_next, 'the consumer group shows the offsets committed in Postgres');
 
+# --- SIGHUP: a running worker takes new batch bounds without a restart.
+my $worker_before = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'wiki'");
+my $last_batch = $node->safe_psql('postgres', "SELECT max(batch_id) FROM lakehouse.stream_progress WHERE stream = 'wiki'");
+$node->append_conf('postgresql.conf', "lakehouse.max_batch_messages = 37\n");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT current_setting('lakehouse.max_batch_messages') = '37'");
+sleep 2;    # the worker applies the reload at its next wake-up (at most 1 s when idle)
+lh_publish($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-hup', $seq++) ] } 1 .. 400 ]);
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'caught up after the reload');
+is($node->safe_psql('postgres', "SELECT max(messages) <= 37 AND count(*) >= 11 FROM lakehouse.stream_progress WHERE stream = 'wiki' AND batch_id > $last_batch"),
+	't', 'batches after the reload respect the new max_batch_messages');
+is($node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'wiki'"), $worker_before,
+	'the same worker, without a restart');
+
 # --- Operators: members of lakehouse_admin run the API; other roles cannot.
 $node->safe_psql('postgres', 'CREATE ROLE ops LOGIN IN ROLE lakehouse_admin; CREATE ROLE nobody LOGIN');
 $node->safe_psql('postgres', "SELECT lakehouse.create_stream('ops_stream', '$topic', start_from => 'latest')",

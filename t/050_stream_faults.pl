@@ -55,6 +55,8 @@ ok(!IPC::Run::run([ lh_top() . '/scripts/kafka', 'status', $kdir ], '>', \$stdou
 ok($node->poll_query_until('postgres',
 		"SELECT bool_and(state = 'waiting for broker' AND last_error IS NOT NULL) FROM lakehouse.stream_status() WHERE stream = 's1'"),
 	'stream_status shows the stream waiting for the broker, with the reason');
+ok($node->log_contains(qr/LOG:\s+librdkafka \w+: .*Connection refused/),
+	"librdkafka's own complaint reaches the server log (through the worker's log queue)");
 my $worker = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 's1'");
 ok(!lh_process_gone($worker), 'the worker stays up while the broker is down (no crash loop)');
 
