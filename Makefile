@@ -36,6 +36,28 @@ REGRESS_OPTS = --temp-config=$(REGRESS_CONF) --temp-instance=$(REGRESS_OUTDIR)/t
 
 EXTRA_CLEAN = results-regress
 
+# --- lakehouse-producer (begin)
+# The command-line producer (src/producer/): a plain C99 program, not part of the
+# server module. `all` is named first so it stays the default goal. make install puts
+# the binary into pg_config's bindir through SCRIPTS_built.
+PRODUCER = src/producer/lakehouse-producer
+PRODUCER_SRCS = $(filter-out %/test_%,$(wildcard src/producer/*.c))
+PRODUCER_HDRS = $(wildcard src/producer/*.h)
+PRODUCER_CFLAGS = -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L
+ifeq ($(WERROR),1)
+PRODUCER_CFLAGS += -Werror
+endif
+PRODUCER_LIBS = -lrdkafka -lcurl -ljansson
+
+all: $(PRODUCER)
+
+$(PRODUCER): $(PRODUCER_SRCS) $(PRODUCER_HDRS)
+	$(CC) $(PRODUCER_CFLAGS) -o $@ $(PRODUCER_SRCS) $(PRODUCER_LIBS)
+
+SCRIPTS_built = $(PRODUCER)
+EXTRA_CLEAN += $(PRODUCER)
+# --- lakehouse-producer (end)
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

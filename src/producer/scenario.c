@@ -1,0 +1,173 @@
+/*
+ * scenario.c: deterministic rewrites of events for the replay scenarios (see
+ * scenario.h for the id scheme). Times are computed by hand (days from civil dates)
+ * rather than with timegm, which is not in C99 or POSIX.
+ */
+#include "scenario.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+bool
+scenario_rewrite_id(json_t *event, unsigned loop, unsigned long position)
+{
+	json_t	   *meta = json_object_get(event, "meta");
+	const char *id = json_string_value(json_object_get(meta, "id"));
+	char		out[37];
+
+	if (id == NULL || strlen(id) != 36 || id[23] != '-')
+		return false;
+	memcpy(out, id, 24);
+	snprintf(out + 24, sizeof(out) - 24, "%04x%08lx", loop & 0xffffu, position & 0xffffffffUL);
+	json_object_set_new(meta, "id", json_string(out));
+	return true;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm). */
+static long long
+days_from_civil(long long y, unsigned m, unsigned d)
+{
+	long long	era;
+	unsigned	yoe,
+				doy,
+				doe;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = (unsigned) (y - era * 400);
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + (long long) doe - 719468;
+}
+
+static void
+civil_from_days(long long z, int *y, unsigned *m, unsigned *d)
+{
+	long long	era;
+	unsigned	doe,
+				yoe,
+				doy,
+				mp;
+
+	z += 719468;
+	era = (z >= 0 ? z : z - 146096) / 146097;
+	doe = (unsigned) (z - era * 146097);
+	yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+	doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+	mp = (5 * doy + 2) / 153;
+	*d = doy - (153 * mp + 2) / 5 + 1;
+	*m = mp < 10 ? mp + 3 : mp - 9;
+	*y = (int) (yoe + era * 400 + (*m <= 2));
+}
+
+void
+scenario_format_time(long long epoch_ms, char *buf, size_t buflen)
+{
+	long long	days = epoch_ms >= 0 ? epoch_ms / 86400000 : -((-epoch_ms + 86399999) / 86400000);
+	long long	rest = epoch_ms - days * 86400000;
+	int			y;
+	unsigned	m,
+				d;
+
+	civil_from_days(days, &y, &m, &d);
+	snprintf(buf, buflen, "%04d-%02u-%02uT%02d:%02d:%02d.%03dZ", y, m, d,
+			 (int) (rest / 3600000), (int) (rest / 60000 % 60), (int) (rest / 1000 % 60),
+			 (int) (rest % 1000));
+}
+
+bool
+scenario_parse_time(const char *s, long long *epoch_ms)
+{
+	int			y,
+				mo,
+				d,
+				h,
+				mi,
+				sec,
+				n = 0;
+	long long	ms = 0;
+	const char *p;
+
+	if (s == NULL || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 ||
+		n != 19 || mo < 1 || mo > 12 || d < 1 || d > 31)
+		return false;
+	p = s + n;
+	if (*p == '.')
+	{
+		int			digits = 0;
+
+		for (p++; isdigit((unsigned char) *p); p++, digits++)
+			if (digits < 3)
+				ms = ms * 10 + (*p - '0');
+		if (digits == 0)
+			return false;
+		for (; digits < 3; digits++)
+			ms *= 10;
+	}
+	if (strcmp(p, "Z") != 0 && strcmp(p, "+00:00") != 0)
+		return false;
+	*epoch_ms = ((days_from_civil(y, (unsigned) mo, (unsigned) d) * 24 + h) * 60 + mi) * 60000LL
+		+ sec * 1000LL + ms;
+	return true;
+}
+
+void
+scenario_set_time(json_t *event, long long epoch_ms)
+{
+	char		buf[40];
+	json_t	   *meta = json_object_get(event, "meta");
+
+	scenario_format_time(epoch_ms, buf, sizeof(buf));
+	if (json_is_object(meta))
+		json_object_set_new(meta, "dt", json_string(buf));
+	json_object_set_new(event, "timestamp", json_integer(epoch_ms / 1000));
+}
+
+char *
+scenario_violation(const json_t *base, long i)
+{
+	json_t	   *ev = json_deep_copy(base);
+	char	   *text;
+
+	scenario_rewrite_id(ev, SCENARIO_LOOP_VIOLATION, (unsigned long) i);
+	switch (i % SCENARIO_VIOLATION_KINDS)
+	{
+		case 0:
+			{
+				/* Cut in the middle: what a truncated write or a proxy error page looks like. */
+				char	   *full = json_dumps(ev, JSON_COMPACT);
+				size_t		half = strlen(full) / 2;
+
+				full[half] = '\0';
+				json_decref(ev);
+				return full;
+			}
+		case 1:
+			json_object_del(json_object_get(ev, "meta"), "id");
+			break;
+		case 2:
+			json_object_set_new(ev, "namespace", json_string("zero"));
+			break;
+		case 3:
+			json_object_set_new(json_object_get(ev, "meta"), "dt", json_string("yesterday"));
+			break;
+		default:
+			json_object_set_new(ev, "type", json_string("bogus"));
+			break;
+	}
+	text = json_dumps(ev, JSON_COMPACT);
+	json_decref(ev);
+	return text;
+}
+
+long long
+scenario_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

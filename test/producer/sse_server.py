@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""sse_server.py: a stand-in for Wikimedia EventStreams on 127.0.0.1, for testing
+lakehouse-producer's live mode without the internet.
+
+Serves the events of a JSONL recording as SSE frames the way EventStreams does
+(":ok" comment, then "event: message", an id that is a JSON array of
+topic/partition/offset, one data line, a blank line), and misbehaves on request:
+
+  --fail-429       answer the first request with HTTP 429 and Retry-After: 1
+  --drop-after K   on the first connection that gets that far, close the socket after
+                   K events and half a frame, as a dropped connection would
+  --status CODE    answer every request with CODE (e.g. 404)
+
+Honours Last-Event-ID (resumes after that offset). Refuses, as Wikimedia does, a
+request without a User-Agent or with a generic library one (403). After the last
+event it keeps the connection open and silent, like a quiet stream.
+
+Prints the port it listens on as its first line of stdout; with --log FILE appends one
+JSON line per request (number, status, last_event_id, user_agent, accept).
+"""
+import argparse
+import http.server
+import json
+import socket
+import sys
+import threading
+import time
+
+TOPIC = "eqiad.mediawiki.recentchange"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--file", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--fail-429", action="store_true")
+    ap.add_argument("--drop-after", type=int, default=-1)
+    ap.add_argument("--status", type=int, default=0)
+    ap.add_argument("--log")
+    args = ap.parse_args()
+
+    with open(args.file, "rb") as f:
+        events = [line.rstrip(b"\r\n") for line in f if line.strip()]
+    lock = threading.Lock()
+    state = {"requests": 0, "dropped": False}
+
+    def log(entry):
+        if args.log:
+            with lock, open(args.log, "a") as f:
+                f.write(json.dumps(entry) + "\n")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, fmt, *a):  # quiet: the test reads --log instead
+            pass
+
+        def plain(self, code, body, extra=()):
+            payload = json.dumps({"status": code, "message": body}).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(payload)))
+            for k, v in extra:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self):
+            with lock:
+                state["requests"] += 1
+                n = state["requests"]
+            ua = self.headers.get("User-Agent", "")
+            last = self.headers.get("Last-Event-ID")
+            entry = {"n": n, "last_event_id": last, "user_agent": ua,
+                     "accept": self.headers.get("Accept")}
+            if not ua or ua.startswith(("curl/", "python-requests", "libcurl")):
+                entry["status"] = 403
+                log(entry)
+                return self.plain(403, "Please set a user-agent with contact information")
+            if args.status:
+                entry["status"] = args.status
+                log(entry)
+                return self.plain(args.status, "configured failure")
+            if args.fail_429 and n == 1:
+                entry["status"] = 429
+                log(entry)
+                return self.plain(429, "too many connections", [("Retry-After", "1")])
+            start = 0
+            if last:
+                try:
+                    start = max(p["offset"] for p in json.loads(last) if "offset" in p) + 1
+                except (ValueError, TypeError, KeyError):
+                    entry["status"] = 400
+                    log(entry)
+                    return self.plain(400, "invalid Last-Event-ID")
+            entry["status"] = 200
+            entry["start"] = start
+            log(entry)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Cache-Control", "no-cache")
+            self.end_headers()
+            try:
+                self.wfile.write(b":ok\n\n")
+                sent = 0
+                for i in range(start, len(events)):
+                    ident = json.dumps([{"topic": TOPIC, "partition": 0, "offset": i}],
+                                       separators=(",", ":")).encode()
+                    frame = b"event: message\nid: " + ident + b"\ndata: " + events[i] + b"\n\n"
+                    with lock:
+                        drop = (args.drop_after >= 0 and not state["dropped"]
+                                and sent == args.drop_after)
+                        if drop:
+                            state["dropped"] = True
+                    if drop:
+                        self.wfile.write(frame[: len(frame) // 2])
+                        self.wfile.flush()
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        return
+                    self.wfile.write(frame)
+                    sent += 1
+                self.wfile.flush()
+                while True:  # a quiet stream: no heartbeats, as in production
+                    time.sleep(0.5)
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

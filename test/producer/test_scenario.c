@@ -1,0 +1,107 @@
+/*
+ * test_scenario.c: unit tests for the replay scenario rewrites
+ * (src/producer/scenario.c), printed as TAP: the per-loop id scheme, time parsing and
+ * formatting, and that each kind of violation breaks the contract the way it claims.
+ */
+#include <stdlib.h>
+
+#include "contract.h"
+#include "scenario.h"
+#include "tap.h"
+
+static const char *const base_text =
+	"{\"$schema\":\"/mediawiki/recentchange/1.0.0\","
+	"\"meta\":{\"id\":\"0b6a3c2e-4f5d-4e7a-8b9c-1d2e3f4a5b6c\",\"dt\":\"2026-11-01T10:00:00.123Z\","
+	"\"domain\":\"en.wikipedia.org\",\"stream\":\"mediawiki.recentchange\"},"
+	"\"type\":\"edit\",\"namespace\":0,\"title\":\"K\\u00f6ln\",\"timestamp\":1793527200,"
+	"\"user\":\"Example\",\"bot\":false,\"length\":{\"old\":1,\"new\":2},"
+	"\"revision\":{\"old\":3,\"new\":4},\"wiki\":\"enwiki\"}";
+
+static const char *
+meta_id(const json_t *ev)
+{
+	return json_string_value(json_object_get(json_object_get(ev, "meta"), "id"));
+}
+
+int
+main(void)
+{
+	json_t	   *base = json_loads(base_text, 0, NULL);
+	json_t	   *ev;
+	long long	ms;
+	char		buf[40];
+	rc_verdict	v;
+	static const char *const reasons[SCENARIO_VIOLATION_KINDS] = {
+		"not_json", "missing_field:meta.id", "bad_type:namespace", "bad_time:meta.dt", "bad_enum:type"
+	};
+
+	tap_ok(rc_validate(base_text, strlen(base_text), &v), "the base event is valid");
+
+	ev = json_deep_copy(base);
+	tap_ok(scenario_rewrite_id(ev, 3, 17), "a UUID id is rewritten");
+	tap_is_str(meta_id(ev), "0b6a3c2e-4f5d-4e7a-8b9c-000300000011", "loop 3, position 17");
+	{
+		char	   *t = json_dumps(ev, JSON_COMPACT);
+
+		tap_ok(rc_validate(t, strlen(t), &v), "the rewritten event is still valid");
+		free(t);
+	}
+	scenario_rewrite_id(ev, 3, 17);
+	tap_is_str(meta_id(ev), "0b6a3c2e-4f5d-4e7a-8b9c-000300000011", "rewriting is idempotent: a resend gets the same id");
+	json_decref(ev);
+	ev = json_deep_copy(base);
+	scenario_rewrite_id(ev, 4, 17);
+	tap_is_str(meta_id(ev), "0b6a3c2e-4f5d-4e7a-8b9c-000400000011", "another loop, another id");
+	json_object_set_new(json_object_get(ev, "meta"), "id", json_string("not-a-uuid"));
+	tap_ok(!scenario_rewrite_id(ev, 1, 1), "an id that is not a UUID is left alone");
+	tap_is_str(meta_id(ev), "not-a-uuid", "and unchanged");
+	json_decref(ev);
+
+	tap_ok(scenario_parse_time("1970-01-01T00:00:00Z", &ms) && ms == 0, "the epoch");
+	tap_ok(scenario_parse_time("2026-03-03T11:15:25.048Z", &ms) && ms == 1772536525048LL,
+		   "EventStreams' example time (1772536525049 - 1 ms)");
+	tap_ok(scenario_parse_time("2024-02-29T23:59:59+00:00", &ms) && ms == 1709251199000LL, "leap day, +00:00");
+	tap_ok(!scenario_parse_time("yesterday", &ms), "not a time");
+	tap_ok(!scenario_parse_time("2026-03-03T11:15:25+02:00", &ms), "only UTC");
+	scenario_format_time(1772536525048LL, buf, sizeof(buf));
+	tap_is_str(buf, "2026-03-03T11:15:25.048Z", "formats with milliseconds");
+	scenario_format_time(951782400000LL - 1, buf, sizeof(buf));
+	tap_is_str(buf, "2000-02-28T23:59:59.999Z", "formats around a leap day");
+	{
+		long		bad = 0;
+
+		for (long long t = 0; t < 4102444800000LL; t += 86400000LL * 37 + 12345)
+		{
+			long long	back;
+
+			scenario_format_time(t, buf, sizeof(buf));
+			if (!scenario_parse_time(buf, &back) || back != t)
+				bad++;
+		}
+		tap_is_int(bad, 0, "format and parse round-trip from 1970 to 2100");
+	}
+
+	ev = json_deep_copy(base);
+	scenario_set_time(ev, 1772536525048LL);
+	tap_is_str(json_string_value(json_object_get(json_object_get(ev, "meta"), "dt")),
+			   "2026-03-03T11:15:25.048Z", "set_time sets meta.dt");
+	tap_is_int(json_integer_value(json_object_get(ev, "timestamp")), 1772536525LL, "and timestamp in seconds");
+	json_decref(ev);
+
+	for (long i = 0; i < 2 * SCENARIO_VIOLATION_KINDS; i++)
+	{
+		char	   *t = scenario_violation(base, i);
+		json_t	   *parsed;
+
+		rc_validate(t, strlen(t), &v);
+		tap_ok(!v.valid && strcmp(v.reason, reasons[i % SCENARIO_VIOLATION_KINDS]) == 0,
+			   "violation %ld is %s (got %s)", i, reasons[i % SCENARIO_VIOLATION_KINDS], v.reason);
+		parsed = json_loads(t, 0, NULL);
+		if (parsed && meta_id(parsed))
+			tap_ok(strncmp(meta_id(parsed) + 24, "fffd", 4) == 0, "violation %ld has a reserved-loop id", i);
+		json_decref(parsed);
+		free(t);
+	}
+	json_decref(base);
+	return tap_done();
+}
