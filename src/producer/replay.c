@@ -125,7 +125,7 @@ typedef struct survey
 	unsigned long events;
 	long long	newest_ms;		/* newest meta.dt among valid events, or -1 */
 	json_t	   *bases;			/* array: the first valid events, for violations and late */
-	size_t		bases_wanted;
+	size_t		bases_wanted;	/* 0: only count events, parse nothing (the common case) */
 } survey;
 
 static int
@@ -137,7 +137,8 @@ on_survey(const char *data, size_t len, const char *sse_id, void *arg)
 
 	(void) sse_id;
 	s->events++;
-	if (data == NULL)
+	/* Parsing is most of the producer's cost: only scenarios that copy events pay for it. */
+	if (data == NULL || s->bases_wanted == 0)
 		return 0;
 	ev = json_loadb(data, len, JSON_DECODE_ANY, NULL);
 	if (ev && scenario_parse_time(json_string_value(json_object_get(json_object_get(ev, "meta"), "dt")), &ms))
