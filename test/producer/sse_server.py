@@ -10,6 +10,9 @@ topic/partition/offset, one data line, a blank line), and misbehaves on request:
   --drop-after K   on the first connection that gets that far, close the socket after
                    K events and half a frame, as a dropped connection would
   --status CODE    answer every request with CODE (e.g. 404)
+  --rate N         send at most N events per second on each connection (in chunks of
+                   N/100, sleeping after each, so no interval ever sees more than
+                   N x its length plus one chunk), so a client is mid-stream for a while
 
 Honours Last-Event-ID (resumes after that offset). Refuses, as Wikimedia does, a
 request without a User-Agent or with a generic library one (403). After the last
@@ -36,6 +39,7 @@ def main():
     ap.add_argument("--fail-429", action="store_true")
     ap.add_argument("--drop-after", type=int, default=-1)
     ap.add_argument("--status", type=int, default=0)
+    ap.add_argument("--rate", type=int, default=0)
     ap.add_argument("--log")
     args = ap.parse_args()
 
@@ -103,6 +107,7 @@ def main():
             try:
                 self.wfile.write(b":ok\n\n")
                 sent = 0
+                chunk = max(1, args.rate // 100) if args.rate > 0 else 0
                 for i in range(start, len(events)):
                     ident = json.dumps([{"topic": TOPIC, "partition": 0, "offset": i}],
                                        separators=(",", ":")).encode()
@@ -119,6 +124,9 @@ def main():
                         return
                     self.wfile.write(frame)
                     sent += 1
+                    if chunk and sent % chunk == 0:
+                        self.wfile.flush()
+                        time.sleep(chunk / args.rate)
                 self.wfile.flush()
                 while True:  # a quiet stream: no heartbeats, as in production
                     time.sleep(0.5)
