@@ -487,4 +487,25 @@ my $down_ids = count_ids($down_topic, $own);
 is(scalar(grep { $down_ids->{$_} } @fault_ids), $fault_events, "every one of the $fault_events event ids is in the topic");
 lh_kafka('remove', $kdir);
 
+# --- Progress: a status line on a terminal, nothing extra when not on one.
+{
+	my $ptopic = lh_unique_name('progress');
+	lh_create_topic($kafka_dir, $ptopic, 1);
+	lh_create_topic($kafka_dir, "$ptopic.dlq", 1);
+	my $pfile = "$tmp/progress.jsonl";
+	my $pn = 3000 + int(rand(1000));
+	run_producer('--generate', $pn, '--out', $pfile) == 0 or die 'generate failed';
+	# script(1) gives the producer a pseudo-terminal, as a person's shell would.
+	my ($tty_out, $tty_err) = ('', '');
+	IPC::Run::run([ 'script', '-qec',
+			"$producer --brokers $brokers --topic $ptopic --file $pfile --rate 2000", '/dev/null' ],
+		'>', \$tty_out, '2>', \$tty_err, IPC::Run::timeout(120));
+	like($tty_out, qr/\r\d+ events, \d+\/s, \d+ acknowledged, \d+ dead-lettered/,
+		'on a terminal the producer redraws a progress line');
+	like($tty_out, qr/\b$pn events, \d+\/s, $pn acknowledged/, 'the last progress line counts every event');
+	my ($prc, $pout, $perr) = run_producer('--brokers', $brokers, '--topic', $ptopic, '--file', $pfile);
+	is($prc, 0, 'the same run without a terminal succeeds');
+	unlike($perr . $pout, qr/acknowledged, \d+ dead-lettered/, 'without a terminal no progress line is drawn');
+}
+
 done_testing();

@@ -19,6 +19,7 @@
 #include "kafka_out.h"
 #include "live.h"
 #include "producer.h"
+#include "progress.h"
 #include "replay.h"
 #include "scenario.h"
 
@@ -330,6 +331,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 
+	progress_init(&o);
 	rc = o.file ? replay_run(&o, k, &counts) : live_run(&o, k, &counts);
 
 	/* Every queued message gets its answer before the summary. */
@@ -339,6 +341,7 @@ main(int argc, char **argv)
 		if (rc == 0)
 			rc = 1;
 	}
+	progress_done(&counts);
 	printf("events=%llu sent=%llu dlq=%llu canary=%llu failed=%llu reconnects=%llu\n",
 		   counts.events, counts.sent, counts.dlq, counts.canary, counts.failed, counts.reconnects);
 	fflush(stdout);

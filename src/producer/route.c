@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "contract.h"
+#include "progress.h"
 
 size_t
 route_key(const json_t *event, const char **key)
@@ -46,6 +47,7 @@ route_event(kafka_out *k, producer_counts *counts,
 	size_t		keylen = 0;
 	bool		ok;
 
+	progress_tick(counts);
 	if (data == NULL)
 	{
 		dlq.reason = "too_large";
