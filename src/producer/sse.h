@@ -102,7 +102,12 @@ size_t		sse_finish(sse_parser *p);
 /* Frees the buffers; p may be passed to sse_init again afterwards. */
 void		sse_free(sse_parser *p);
 
-/* The last event id ("" when none), e.g. for the Last-Event-ID header or a state file. */
+/*
+ * The spec's "last event ID buffer" ("" when none): set as soon as an id: line is read,
+ * so after a connection drops mid-frame it may name a frame that was never dispatched.
+ * To resume (Last-Event-ID, a state file), use the last_id of the last event handed to
+ * the callback instead, as live.c does; resuming from this one would skip that frame.
+ */
 const char *sse_last_id(const sse_parser *p);
 
 /*
