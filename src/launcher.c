@@ -34,19 +34,26 @@
  * (bgw_notify_pid) wakes the launcher sooner. */
 #define LAUNCHER_NAP_MS 1000
 
+/* What every lakehouse worker shares: a database connection once recovery is over. */
+static void
+describe_worker(BackgroundWorker *worker, const char *function, const char *type, int restart_s)
+{
+	memset(worker, 0, sizeof(*worker));
+	worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker->bgw_restart_time = restart_s;
+	strlcpy(worker->bgw_library_name, "lakehouse", BGW_MAXLEN);
+	strlcpy(worker->bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker->bgw_name, type, BGW_MAXLEN);
+	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
+}
+
 void
 lakehouse_register_launcher(void)
 {
 	BackgroundWorker worker;
 
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = LAUNCHER_RESTART_S;
-	strlcpy(worker.bgw_library_name, "lakehouse", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "lakehouse_launcher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "lakehouse launcher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "lakehouse launcher", BGW_MAXLEN);
+	describe_worker(&worker, "lakehouse_launcher_main", "lakehouse launcher", LAUNCHER_RESTART_S);
 	RegisterBackgroundWorker(&worker);
 }
 
@@ -108,15 +115,9 @@ start_worker(LaunchedWorker *w)
 
 	if (now < w->next_start)
 		return;
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
 	/* The launcher decides about restarts (with backoff), not the postmaster. */
-	worker.bgw_restart_time = BGW_NEVER_RESTART;
-	strlcpy(worker.bgw_library_name, "lakehouse", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "lakehouse_stream_main", BGW_MAXLEN);
+	describe_worker(&worker, "lakehouse_stream_main", "lakehouse stream", BGW_NEVER_RESTART);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "lakehouse stream %s", w->name);
-	strlcpy(worker.bgw_type, "lakehouse stream", BGW_MAXLEN);
 	strlcpy(worker.bgw_extra, w->name, BGW_EXTRALEN);
 	worker.bgw_notify_pid = MyProcPid;
 
