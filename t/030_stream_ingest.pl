@@ -155,6 +155,24 @@ is($node->safe_psql('postgres', q{
 	  FROM lakehouse.stream_log WHERE stream = 'wiki' AND event IN ('offsets_restored_from_data', 'resumed_from_data')}),
 	'offsets_restored_from_data:0,resumed_from_data:1', 'each recovery is recorded in stream_log');
 
+# The whole offsets table truncated: one stream stopped, the other (wiki_latest) running,
+# whose next commit then finds no checkpoint to compare with and must not write anything.
+$node->safe_psql('postgres', "SELECT lakehouse.stop_stream('wiki')");
+my $log_before = $node->safe_psql('postgres', 'SELECT max(id) FROM lakehouse.stream_log');
+$node->safe_psql('postgres', 'TRUNCATE lakehouse.offsets');
+lh_publish($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-truncated', $seq++) ] } 1 .. 90 ]);
+$node->safe_psql('postgres', "SELECT lakehouse.start_stream('wiki')");
+ok(lh_wait_caught_up($node, 'wiki', $topic) && lh_wait_caught_up($node, 'wiki_latest', $topic),
+	'both streams recover from a truncated offsets table');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki'), $rows_before + 90,
+	'wiki: exactly the 90 new messages were added, none twice');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest'), 40 + 90,
+	'wiki_latest (running during the truncate): exactly the 90 new messages were added, none twice');
+is($node->safe_psql('postgres', qq{
+	SELECT count(*) FROM lakehouse.stream_log
+	 WHERE id > $log_before AND event = 'offsets_restored_from_data' AND stream IN ('wiki', 'wiki_latest')}),
+	2 * $partitions, 'every partition of both streams was restored from its data, and logged');
+
 # --- stop_stream and start_stream in the middle of a backlog.
 my $pub = lh_publish_start($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-mid', $seq++) ] } 1 .. 40000 ]);
 my $rows_now = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
