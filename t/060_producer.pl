@@ -248,6 +248,13 @@ is($rc, 1, 'a dead broker: exit 1');
 like($err, qr/cannot reach Kafka at 127\.0\.0\.1:$dead_port/, 'the start names the unreachable broker');
 is(summary($out)->{failed}, 5, 'every event is counted as failed, none as sent');
 ok(time - $t0 < 60, 'and it gives up after message.timeout.ms, not never');
+my $many = 20 + int(rand(30));
+($rc, $out, $err) = run_producer('--brokers', "127.0.0.1:$dead_port", '--topic', 'nowhere',
+	'--file', $recording, '--limit', $many, '--message-timeout-ms', 2000, '--quiet');
+is(summary($out)->{failed}, $many, "a dead broker with $many events: all counted as failed");
+my $failure_lines = () = $err =~ /delivery to nowhere failed/g;
+is($failure_lines, 5, 'only the first five failures are named, not one line per event');
+like($err, qr/more deliveries failed; the summary counts them all/, 'and the rest are announced once');
 
 # --- kill -9 mid-stream, then a restart on the same state file.
 # The state file may lag what Kafka holds by at most the events acknowledged since its last

@@ -63,10 +63,16 @@ on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 	(void) rk;
 	if (m->err)
 	{
-		/* Only after message.timeout.ms of retries: this event did not make it. */
-		fprintf(stderr, "lakehouse-producer: delivery to %s failed: %s\n",
-				rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+		/*
+		 * Only after message.timeout.ms of retries: this event did not make it. The first
+		 * few are named; a dead broker would otherwise print one line per queued event.
+		 */
 		k->counts->failed++;
+		if (k->counts->failed <= 5)
+			fprintf(stderr, "lakehouse-producer: delivery to %s failed: %s\n",
+					rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+		else if (k->counts->failed == 6)
+			fprintf(stderr, "lakehouse-producer: more deliveries failed; the summary counts them all\n");
 		k->ring[seq % RING_SIZE] = FAILED;
 		if (seq < k->first_failed)
 			k->first_failed = seq;
@@ -104,6 +110,21 @@ on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 	k->last_down_report = now;
 	fprintf(stderr, "lakehouse-producer: Kafka: %s (%s); messages stay queued and are retried "
 			"for up to %d ms\n", reason, rd_kafka_err2name(err), k->opts->message_timeout_ms);
+}
+
+/*
+ * librdkafka's own log lines, in the producer's voice: warnings and worse only, and none
+ * with --quiet (on_error above already reports outages). Called from librdkafka's
+ * threads; stdio is thread-safe, and nothing else is touched.
+ */
+static void
+on_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+	const kafka_out *k = rd_kafka_opaque(rk);
+
+	if (level > 4 || (k != NULL && k->opts->quiet))
+		return;
+	fprintf(stderr, "lakehouse-producer: librdkafka %s: %s\n", fac, buf);
 }
 
 static bool
@@ -177,6 +198,7 @@ kout_open(const producer_options *o, producer_counts *counts, char *err, size_t 
 	rd_kafka_conf_set_opaque(conf, k);
 	rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
 	rd_kafka_conf_set_error_cb(conf, on_error);
+	rd_kafka_conf_set_log_cb(conf, on_log);
 
 	k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, errlen);
 	if (k->rk == NULL)
