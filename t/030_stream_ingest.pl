@@ -239,6 +239,30 @@ like($err, qr/permission denied for function create_stream/, 'other roles cannot
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT * FROM lakehouse.offsets', extra_params => [ '-U', 'nobody' ]);
 like($err, qr/permission denied for table offsets/, 'other roles cannot read the checkpoint');
 
+# --- An error that is not the data's fault (bronze table gone): the batch is not
+# committed, stream_status shows why, the worker retries, and once the table is back the
+# messages land, once.
+my $latest_rows = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest');
+$node->safe_psql('postgres', 'ALTER TABLE bronze.wiki_latest RENAME TO wiki_latest_away');
+lh_publish($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-away', $seq++) ] } 1 .. 60 ]);
+ok($node->poll_query_until('postgres',
+		"SELECT bool_and(last_error LIKE '%wiki_latest%does not exist%') FROM lakehouse.stream_status() WHERE stream = 'wiki_latest'"),
+	'a missing bronze table shows in stream_status as the error');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest_away'), $latest_rows,
+	'meanwhile nothing was written anywhere');
+$node->safe_psql('postgres', 'ALTER TABLE bronze.wiki_latest_away RENAME TO wiki_latest');
+ok(lh_wait_caught_up($node, 'wiki_latest', $topic), 'with the table back the stream catches up');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest'), $latest_rows + 60,
+	'exactly the 60 messages published during the outage were added');
+
+# --- pg_dump keeps the registry and the checkpoint (pg_extension_config_dump).
+my ($dump_ok, $dump_out, $dump_err) = ('', '', '');
+$dump_ok = IPC::Run::run([ 'pg_dump', '-d', $node->connstr('postgres') ],
+	'>', \$dump_out, '2>', \$dump_err);
+ok($dump_ok, 'pg_dump runs') or diag($dump_err);
+like($dump_out, qr/COPY lakehouse\.streams .*\n(?:.*\n)*?wiki_latest\t/, 'pg_dump includes the rows of lakehouse.streams');
+like($dump_out, qr/COPY lakehouse\.offsets /, 'and of lakehouse.offsets');
+
 # --- drop_stream keeps the data unless asked.
 $node->safe_psql('postgres', "SELECT lakehouse.drop_stream('wiki_latest')");
 is($node->safe_psql('postgres', "SELECT to_regclass('bronze.wiki_latest') IS NOT NULL"), 't',
