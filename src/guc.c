@@ -26,6 +26,7 @@ int			lakehouse_session_gap_s = 1800;
 int			lakehouse_request_timeout_ms = 10000;
 int			lakehouse_max_message_bytes = 16 * 1024 * 1024;
 bool		lakehouse_commit_to_kafka = false;
+int			lakehouse_prefetch_memory_kb = 128 * 1024;
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -130,6 +131,20 @@ lakehouse_define_gucs(void)
 							 false,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
+
+	/*
+	 * librdkafka stops fetching when its queue is full and, in the versions lakehouse
+	 * supports, looks again only about once a second: the queue must hold more than a
+	 * second of ingest or the worker idles. 128MB is about 1.7 s of 1.2 KB events at the
+	 * rate COPY reaches on the benchmark machine (benchmarks/results.md).
+	 */
+	DefineCustomIntVariable("lakehouse.prefetch_memory",
+							"Memory each stream worker may fill with messages fetched ahead from Kafka",
+							"Read when a stream worker starts. Below about one second of ingest, the worker waits for Kafka.",
+							&lakehouse_prefetch_memory_kb,
+							128 * 1024, 1024, LH_KAFKA_MAX_QUEUE_KB,
+							PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lakehouse");
 }

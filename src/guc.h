@@ -14,6 +14,7 @@ extern int	lakehouse_session_gap_s;
 extern int	lakehouse_request_timeout_ms;
 extern int	lakehouse_max_message_bytes;
 extern bool lakehouse_commit_to_kafka;
+extern int	lakehouse_prefetch_memory_kb;
 
 extern void lakehouse_define_gucs(void);
 

@@ -28,6 +28,9 @@ typedef struct LhKafka
 /* Longest topic name Kafka accepts. */
 #define LH_KAFKA_TOPIC_MAX 249
 
+/* librdkafka's upper bound for queued.max.messages.kbytes. */
+#define LH_KAFKA_MAX_QUEUE_KB 2097151
+
 extern void lh_kafka_check_topic_name(const char *topic);
 /*
  * The newest client-level error (broker down, authentication, fatal), written by

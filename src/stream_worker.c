@@ -114,6 +114,7 @@ static void
 open_consumer(void)
 {
 	char		group[256];
+	char		prefetch_kb[16];
 	rd_kafka_queue_t *q;
 
 	/*
@@ -129,12 +130,13 @@ open_consumer(void)
 		"auto.offset.reset", "error",
 		"isolation.level", "read_committed",
 		"enable.partition.eof", "false",
-		/* Bounds the prefetch buffer, and so the worker's memory. */
-		"queued.max.messages.kbytes", "32768",
+		/* Bounds the prefetch buffer, and so most of the worker's memory. */
+		"queued.max.messages.kbytes", prefetch_kb,
 		NULL
 	};
 
 	snprintf(group, sizeof(group), "lakehouse.%s.%s", lakehouse_database, st.name);
+	snprintf(prefetch_kb, sizeof(prefetch_kb), "%d", lakehouse_prefetch_memory_kb);
 	kc = lh_kafka_open(RD_KAFKA_CONSUMER, st.brokers, "lakehouse-stream", settings);
 	rd_kafka_poll_set_consumer(kc->rk);
 
