@@ -47,7 +47,7 @@ PRODUCER_CFLAGS = -std=c99 -Wall -Wextra -O2 -D_POSIX_C_SOURCE=200809L
 ifeq ($(WERROR),1)
 PRODUCER_CFLAGS += -Werror
 endif
-PRODUCER_LIBS = -lrdkafka -lcurl -ljansson
+PRODUCER_LIBS = -lrdkafka -lcurl -ljansson -lpthread
 
 all: $(PRODUCER)
 

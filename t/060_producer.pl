@@ -79,7 +79,7 @@ my ($rc, $out, $err) = run_producer('--help');
 is($rc, 0, '--help exits 0');
 for my $opt (qw(--brokers --topic --dlq-topic --url --file --state --limit --rate --quiet --help
 	--loops --resend-loop --violations --late --late-minutes --restamp --record --user-agent
-	--message-timeout-ms --generate --out))
+	--message-timeout-ms --generate --out --threads))
 {
 	like($out, qr/\Q$opt\E\b/, "--help lists $opt");
 }
@@ -149,6 +149,47 @@ my @kinds = ('not_json', 'missing_field:meta.id', 'bad_type:namespace', 'bad_tim
 my %want_reasons = (not_json => $sends);
 $want_reasons{ $kinds[ $_ % 5 ] }++ for 0 .. $violations - 1;
 is_deeply(\%reasons, \%want_reasons, 'every dead letter carries lakehouse.reason, as the scenario predicts');
+
+# --- Validation threads change nothing: the same scenario validated in the main thread
+# (--threads 0) and in several threads leaves every partition, and the DLQ, with the same
+# messages in the same order (Kafka keeps order per partition; a wiki's events must too).
+sub by_partition
+{
+	my ($t) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'kcat', '-C', '-b', $brokers, '-t', $t, '-o', 'beginning', '-e', '-q', '-f', '%p\t%k\t%h\t%s\n' ],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(60))
+	  or die "kcat could not read $t: $err";
+	my %parts;
+	for my $line (split /\n/, $out)
+	{
+		my ($p, $rest) = split /\t/, $line, 2;
+		push @{ $parts{$p} }, $rest;
+	}
+	return \%parts;
+}
+my %threaded;
+for my $threads (0, 3)
+{
+	my $t = lh_unique_name("threads$threads");
+	lh_create_topic($kafka_dir, $t, 3);
+	lh_create_topic($kafka_dir, "$t.dlq", 1);
+	($rc, $out, $err) = run_producer(
+		'--brokers', $brokers, '--topic', $t, '--file', $recording, '--loops', 2,
+		'--violations', $violations, '--late', $late, '--threads', $threads, '--quiet');
+	is($rc, 0, "the scenario with --threads $threads exits 0") or diag($err);
+	$threaded{$threads} = { summary => summary($out), topic => by_partition($t), dlq => by_partition("$t.dlq") };
+}
+is_deeply($threaded{3}{summary}, $threaded{0}{summary}, 'the same summary with 3 validation threads as with none');
+my $in_topic = 0;
+$in_topic += scalar(@$_) for values %{ $threaded{0}{topic} };
+is($in_topic, $threaded{0}{summary}{sent}, "the single-threaded run's topic holds its $in_topic sent events");
+is_deeply($threaded{3}{topic}, $threaded{0}{topic},
+	'every partition holds the same messages in the same order with 3 validation threads');
+is_deeply($threaded{3}{dlq}, $threaded{0}{dlq}, 'and so does the DLQ, headers included');
+($rc, $out, $err) = run_producer('--brokers', $brokers, '--topic', 'x', '--file', $recording, '--threads', 65);
+is($rc, 2, 'too many --threads exits 2');
+like($err, qr/invalid value "65" for --threads/, 'and says so');
 
 # --- Live mode against the local stand-in.
 my $live_events = 100 + int(rand(50));

@@ -29,6 +29,7 @@ typedef struct producer_options
 	const char *kafka_config;	/* extra librdkafka key=value pairs, comma-separated */
 	long long	limit;			/* stop after this many events; -1: no limit */
 	double		rate;			/* replay: events per second; 0: as fast as possible */
+	int			threads;		/* replay: validation threads; 0: validate in the main thread */
 	bool		quiet;
 
 	int			message_timeout_ms; /* how long librdkafka keeps retrying one message */

@@ -172,6 +172,8 @@ typedef struct replay
 	struct timespec start;
 	bool		stopped;		/* --limit reached or a signal came */
 	bool		fatal;
+	ordered_pool *pool;			/* validation threads (--threads), or NULL */
+	route_target target;		/* where the pool delivers */
 } replay;
 
 /* Sleeps until the next event is due under --rate; a signal cuts the wait short. */
@@ -217,7 +219,7 @@ send_text(replay *r, const char *data, size_t len, const char *sse_id)
 	pace(r);
 	r->c->events++;
 	r->routed++;
-	if (!route_event(r->k, r->c, data, len, sse_id))
+	if (r->pool ? !pool_submit(r->pool, data, len, sse_id) : !route_event(r->k, r->c, data, len, sse_id))
 	{
 		r->fatal = true;
 		return false;
@@ -346,6 +348,18 @@ replay_run(const producer_options *o, kafka_out *k, producer_counts *c)
 	say(o, "replaying %lu events of %s, %ld loop(s)%s, %ld violation(s), %ld late event(s)",
 		r.s.events, o->file, loops, o->resend_loop >= 0 ? " plus one resent" : "",
 		o->violations, o->late);
+	if (o->threads > 0)
+	{
+		r.target.k = k;
+		r.target.counts = c;
+		r.pool = route_pool_start(&r.target, o->threads, err, sizeof(err));
+		if (r.pool == NULL)
+		{
+			fprintf(stderr, "lakehouse-producer: %s\n", err);
+			json_decref(r.s.bases);
+			return 1;
+		}
+	}
 	clock_gettime(CLOCK_MONOTONIC, &r.start);
 
 	for (long l = 0; rc == 0 && l < loops; l++)
@@ -364,6 +378,9 @@ replay_run(const producer_options *o, kafka_out *k, producer_counts *c)
 		if (!send_due_violations(&r) || !send_late(&r))
 			rc = 1;
 	}
+	/* Whatever was submitted is delivered in order before the run ends. */
+	if (r.pool && !pool_finish(r.pool))
+		r.fatal = true;
 	json_decref(r.s.bases);
 	if (rc < 0)
 	{

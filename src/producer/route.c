@@ -16,6 +16,8 @@
  */
 #include "route.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "contract.h"
@@ -35,16 +37,53 @@ route_key(const json_t *event, const char **key)
 	return json_string_length(wiki);
 }
 
-bool
-route_event(kafka_out *k, producer_counts *counts,
-			const char *data, size_t len, const char *sse_id)
+void
+route_check(const char *data, size_t len, route_decision *d)
 {
-	rc_verdict	verdict;
 	json_t	   *event;
 	json_error_t error;
-	dlq_info	dlq = {NULL, sse_id};
 	const char *key = NULL;
-	size_t		keylen = 0;
+	size_t		keylen;
+
+	memset(d, 0, sizeof(*d));
+	if (data == NULL)
+		return;					/* too large to keep: route_deliver dead-letters it */
+
+	/* Parsed once here with the contract's own flags, then checked as a value. */
+	event = len > 0 ? json_loadb(data, len, JSON_DECODE_ANY, &error) : NULL;
+	if (event == NULL)
+		rc_validate(data, len, &d->verdict);	/* not_json, with its message */
+	else
+		rc_validate_value(event, &d->verdict);
+
+	if (d->verdict.valid && !d->verdict.canary && (keylen = route_key(event, &key)) > 0)
+	{
+		/* The key outlives the document, which goes now. */
+		d->key = malloc(keylen);
+		if (d->key != NULL)
+		{
+			memcpy(d->key, key, keylen);
+			d->keylen = keylen;
+		}
+		else
+			d->out_of_memory = true;
+	}
+	json_decref(event);
+}
+
+void
+route_release(route_decision *d)
+{
+	free(d->key);
+	d->key = NULL;
+	d->keylen = 0;
+}
+
+bool
+route_deliver(kafka_out *k, producer_counts *counts, const char *data, size_t len,
+			  const char *sse_id, route_decision *d)
+{
+	dlq_info	dlq = {NULL, sse_id};
 	bool		ok;
 
 	progress_tick(counts);
@@ -53,31 +92,65 @@ route_event(kafka_out *k, producer_counts *counts,
 		dlq.reason = "too_large";
 		return kout_publish(k, NULL, 0, NULL, 0, &dlq);
 	}
-
-	/* Parsed once here with the contract's own flags, then checked as a value. */
-	event = len > 0 ? json_loadb(data, len, JSON_DECODE_ANY, &error) : NULL;
-	if (event == NULL)
-		rc_validate(data, len, &verdict);	/* not_json, with its message */
-	else
-		rc_validate_value(event, &verdict);
-
-	if (verdict.canary)
+	if (d->out_of_memory)
+	{
+		fprintf(stderr, "lakehouse-producer: out of memory routing an event\n");
+		return false;
+	}
+	if (d->verdict.canary)
 	{
 		/* Wikimedia's monitoring events: never data, valid or not. */
 		counts->canary++;
-		json_decref(event);
-		return true;
+		ok = true;
 	}
-	if (!verdict.valid)
+	else if (!d->verdict.valid)
 	{
-		dlq.reason = verdict.reason;
+		dlq.reason = d->verdict.reason;
 		ok = kout_publish(k, NULL, 0, data, len, &dlq);
 	}
 	else
-	{
-		keylen = route_key(event, &key);
-		ok = kout_publish(k, key, keylen, data, len, NULL);
-	}
-	json_decref(event);
+		ok = kout_publish(k, d->key, d->keylen, data, len, NULL);
+	route_release(d);
 	return ok;
+}
+
+bool
+route_event(kafka_out *k, producer_counts *counts,
+			const char *data, size_t len, const char *sse_id)
+{
+	route_decision d;
+
+	route_check(data, len, &d);
+	return route_deliver(k, counts, data, len, sse_id, &d);
+}
+
+/* ---- the same through validation threads (ordered_pool.c) ---- */
+
+static void
+pool_check(const char *data, size_t len, void *result)
+{
+	route_check(data, len, result);
+}
+
+static bool
+pool_deliver(void *arg, const char *data, size_t len, const char *label, void *result)
+{
+	route_target *t = arg;
+
+	return route_deliver(t->k, t->counts, data, len, label, result);
+}
+
+static void
+pool_release(void *result)
+{
+	route_release(result);
+}
+
+ordered_pool *
+route_pool_start(route_target *t, int threads, char *err, size_t errlen)
+{
+	/* jansson seeds its hash function on first use; do it before there are threads. */
+	json_object_seed(0);
+	return pool_start(threads, ROUTE_POOL_SLOTS, sizeof(route_decision),
+					  pool_check, pool_deliver, pool_release, t, err, errlen);
 }
