@@ -125,7 +125,7 @@ typedef struct survey
 	unsigned long events;
 	long long	newest_ms;		/* newest meta.dt among valid events, or -1 */
 	json_t	   *bases;			/* array: the first valid events, for violations and late */
-	size_t		bases_wanted;	/* 0: only count events, parse nothing (the common case) */
+	size_t		bases_wanted;	/* 0: no survey at all (the common case) */
 } survey;
 
 static int
@@ -331,7 +331,12 @@ replay_run(const producer_options *o, kafka_out *k, producer_counts *c)
 	if (r.s.bases_wanted > 1000)
 		r.s.bases_wanted = 1000;	/* reused round robin beyond that */
 
-	if (replay_read(o->file, on_survey, &r.s, err, sizeof(err)) < 0)
+	/*
+	 * The survey (a first pass over the file) is needed only to spread violations and to
+	 * copy events for violations and late events; a plain replay skips it and reads the
+	 * file once.
+	 */
+	if (r.s.bases_wanted > 0 && replay_read(o->file, on_survey, &r.s, err, sizeof(err)) < 0)
 	{
 		fprintf(stderr, "lakehouse-producer: %s\n", err);
 		json_decref(r.s.bases);
@@ -345,9 +350,13 @@ replay_run(const producer_options *o, kafka_out *k, producer_counts *c)
 		return 2;
 	}
 	r.main_total = (unsigned long long) r.s.events * (unsigned long long) (loops + (o->resend_loop >= 0 ? 1 : 0));
-	say(o, "replaying %lu events of %s, %ld loop(s)%s, %ld violation(s), %ld late event(s)",
-		r.s.events, o->file, loops, o->resend_loop >= 0 ? " plus one resent" : "",
-		o->violations, o->late);
+	if (r.s.bases_wanted > 0)
+		say(o, "replaying %lu events of %s, %ld loop(s)%s, %ld violation(s), %ld late event(s)",
+			r.s.events, o->file, loops, o->resend_loop >= 0 ? " plus one resent" : "",
+			o->violations, o->late);
+	else
+		say(o, "replaying %s, %ld loop(s)%s", o->file, loops,
+			o->resend_loop >= 0 ? " plus one resent" : "");
 	if (o->threads > 0)
 	{
 		r.target.k = k;
