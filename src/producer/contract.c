@@ -274,12 +274,13 @@ type_is(const json_t *event, const char *wanted)
 	return type != NULL && strcmp(type, wanted) == 0;
 }
 
-/* Checks one rule; returns false after filling out when it fails. */
+/*
+ * Checks one rule; returns false after filling out when it fails. edit and new_page say
+ * what the event's type is (worked out once per event, not once per rule).
+ */
 static bool
-check_rule(const json_t *event, const rc_rule *rule, rc_verdict *out)
+check_rule(const json_t *event, const rc_rule *rule, bool edit, bool new_page, rc_verdict *out)
 {
-	bool		edit = type_is(event, "edit");
-	bool		new_page = type_is(event, "new");
 	json_t	   *value;
 	bool		ok = false;
 	const char *wanted = "";
@@ -330,15 +331,15 @@ check_rule(const json_t *event, const rc_rule *rule, rc_verdict *out)
 	if (rule->kind != KIND_UUID && rule->kind != KIND_UTC_TIME && rule->kind != KIND_CHANGE_TYPE)
 		return true;
 
-	/* The remaining kinds are strings of a given shape. */
+	/* The remaining kinds are strings of a given shape; shown is for the failures only. */
 	text = json_string_value(value);
 	text_len = json_string_length(value);
-	quote_value(shown, sizeof(shown), text, text_len);
 
 	if (rule->kind == KIND_UUID)
 	{
 		if (valid_uuid(text, text_len))
 			return true;
+		quote_value(shown, sizeof(shown), text, text_len);
 		verdict_fail(out, "bad_uuid", rule->path,
 					 "%s must be a UUID (8-4-4-4-12 hex digits), got %s", rule->path, shown);
 		return false;
@@ -347,6 +348,7 @@ check_rule(const json_t *event, const rc_rule *rule, rc_verdict *out)
 	{
 		if (valid_utc_time(text, text_len))
 			return true;
+		quote_value(shown, sizeof(shown), text, text_len);
 		verdict_fail(out, "bad_time", rule->path,
 					 "%s must be a UTC time like 2026-11-01T10:00:00.123Z, got %s",
 					 rule->path, shown);
@@ -357,6 +359,7 @@ check_rule(const json_t *event, const rc_rule *rule, rc_verdict *out)
 		if (strlen(change_types[i]) == text_len && memcmp(change_types[i], text, text_len) == 0)
 			return true;
 	}
+	quote_value(shown, sizeof(shown), text, text_len);
 	verdict_fail(out, "bad_enum", rule->path,
 				 "%s must be one of edit, new, log, categorize, external, got %s",
 				 rule->path, shown);
@@ -375,6 +378,8 @@ bool
 rc_validate_value(const json_t *event, rc_verdict *out)
 {
 	size_t		i;
+	bool		edit;
+	bool		new_page;
 
 	memset(out, 0, sizeof(*out));
 	if (!json_is_object(event))
@@ -384,9 +389,11 @@ rc_validate_value(const json_t *event, rc_verdict *out)
 		return false;
 	}
 	out->canary = rc_is_canary(event);
+	edit = type_is(event, "edit");
+	new_page = type_is(event, "new");
 	for (i = 0; i < LENGTH_OF(contract); i++)
 	{
-		if (!check_rule(event, &contract[i], out))
+		if (!check_rule(event, &contract[i], edit, new_page, out))
 			return false;
 	}
 	out->valid = true;
