@@ -118,6 +118,11 @@ dispatch(sse_parser *p)
 	sse_event	ev;
 	int			rc = 0;
 
+	/* The id settles at every blank line, dispatched or not, as the rules say. */
+	if (p->frame_has_id &&
+		!buf_set(&p->settled_id, p->last_id.bytes ? p->last_id.bytes : "", p->last_id.len))
+		return SSE_ERR_NOMEM;
+
 	ev.type = p->type.len > 0 ? p->type.bytes : "message";
 	ev.id = p->frame_has_id ? sse_last_id(p) : NULL;
 	ev.last_id = sse_last_id(p);
@@ -353,6 +358,13 @@ sse_finish(sse_parser *p)
 		discarded += p->bom_matched;
 	reset_line(p);
 	reset_frame(p);
+	/*
+	 * A cut-off frame's id goes with the frame. buf_set cannot fail here: the settled
+	 * value was copied from last_id's buffer, whose capacity never shrinks.
+	 */
+	if (p->last_id.len != p->settled_id.len ||
+		(p->last_id.len > 0 && memcmp(p->last_id.bytes, p->settled_id.bytes, p->last_id.len) != 0))
+		buf_set(&p->last_id, p->settled_id.bytes ? p->settled_id.bytes : "", p->settled_id.len);
 	p->after_cr = false;
 	p->bom_matched = 0;
 	p->bom_done = false;
@@ -366,6 +378,7 @@ sse_free(sse_parser *p)
 	buf_free(&p->data);
 	buf_free(&p->type);
 	buf_free(&p->last_id);
+	buf_free(&p->settled_id);
 }
 
 const char *
@@ -378,14 +391,21 @@ bool
 sse_set_last_id(sse_parser *p, const char *id, size_t len)
 {
 	sse_buf		copy = {NULL, 0, 0};
+	sse_buf		settled = {NULL, 0, 0};
 
 	if (len > p->max_event_size || memchr(id, '\0', len) != NULL)
 		return false;
-	/* Build the copy first so a failed allocation leaves the old id in place. */
-	if (!buf_append(&copy, id, len))
+	/* Build the copies first so a failed allocation leaves the old id in place. */
+	if (!buf_append(&copy, id, len) || !buf_append(&settled, id, len))
+	{
+		buf_free(&copy);
+		buf_free(&settled);
 		return false;
+	}
 	buf_free(&p->last_id);
+	buf_free(&p->settled_id);
 	p->last_id = copy;
+	p->settled_id = settled;
 	return true;
 }
 

@@ -65,7 +65,8 @@ typedef struct sse_parser
 	sse_buf		line;			/* the line being read, without its terminator */
 	sse_buf		data;			/* data buffer of the current frame */
 	sse_buf		type;			/* event type buffer of the current frame */
-	sse_buf		last_id;		/* last event id buffer; survives frames and sse_finish */
+	sse_buf		last_id;		/* last event id buffer; survives frames */
+	sse_buf		settled_id;		/* its value at the last blank line: what a reconnect sends */
 	long long	retry_ms;		/* last valid `retry:` value, -1 if none was seen */
 
 	size_t		frame_bytes;	/* bytes of field lines in the current frame */
@@ -92,10 +93,10 @@ int			sse_feed(sse_parser *p, const char *bytes, size_t len);
 
 /*
  * Ends the current stream (connection closed, file read to the end). As the SSE
- * rules say, an unfinished frame is discarded, not dispatched; the return value is
- * the number of its bytes that were discarded, so the caller can warn. The last
- * event id and retry value are kept, so the parser is ready for the next
- * connection's body.
+ * rules say, an unfinished frame is discarded, not dispatched, its id included; the
+ * return value is the number of its bytes that were discarded, so the caller can
+ * warn. The last event id as of the last blank line and the retry value are kept, so
+ * the parser is ready for the next connection's body.
  */
 size_t		sse_finish(sse_parser *p);
 
@@ -103,10 +104,11 @@ size_t		sse_finish(sse_parser *p);
 void		sse_free(sse_parser *p);
 
 /*
- * The spec's "last event ID buffer" ("" when none): set as soon as an id: line is read,
- * so after a connection drops mid-frame it may name a frame that was never dispatched.
- * To resume (Last-Event-ID, a state file), use the last_id of the last event handed to
- * the callback instead, as live.c does; resuming from this one would skip that frame.
+ * The last event id ("" when none). Within a frame it is the spec's "last event ID
+ * buffer", set as soon as an id: line is read. sse_finish() sets it back to its value
+ * at the last blank line (the spec's "last event ID string", which a reconnect sends as
+ * Last-Event-ID), so the id of a frame cut off by a disconnect is forgotten with the
+ * frame: resuming from it would skip that frame.
  */
 const char *sse_last_id(const sse_parser *p);
 

@@ -288,6 +288,24 @@ test_finish_and_stop(void)
 		   "the last id and retry survive finish");
 	sse_free(&p);
 
+	/* A disconnect mid-frame: the cut-off frame's id goes with it. */
+	sse_init(&p, 0, rec_on_event, &r);
+	memset(&r, 0, sizeof(r));
+	sse_feed(&p, S("id: 1\ndata: a\n\nid: 2\ndata: b"));
+	tap_is_str(sse_last_id(&p), "2", "mid-frame the last id is the frame's own (the spec's buffer)");
+	sse_finish(&p);
+	tap_is_str(sse_last_id(&p), "1", "after finish it is back to the last dispatched id: frame 2 is resent");
+	sse_feed(&p, S("id: 3\n\nid: 4\ndata: c"));
+	sse_finish(&p);
+	tap_is_str(sse_last_id(&p), "3", "an id settles at its blank line even without data, as the rules say");
+	sse_feed(&p, S("data: d\n\n"));
+	tap_ok(r.n == 2 && strcmp(r.ev[1].data, "d") == 0 && strcmp(r.ev[1].last_id, "3") == 0,
+		   "the next connection's events carry the settled id");
+	sse_feed(&p, S("id: 5"));
+	sse_finish(&p);
+	tap_is_str(sse_last_id(&p), "3", "an id line cut off before its terminator is forgotten too");
+	sse_free(&p);
+
 	sse_init(&p, 0, stop_at_first, &calls);
 	tap_is_int(sse_feed(&p, S("data: 1\n\ndata: 2\n\n")), 7, "a callback's nonzero return stops feed");
 	tap_is_int(calls, 1, "no event after the stop");
