@@ -16,26 +16,39 @@
 
 #include "message_check.h"
 
-/* Deepest nesting of {} and [] outside strings, stopping early past the limit. */
-static int
+/*
+ * Deepest nesting of {} and [] outside strings, stopping early past the limit. Runs on
+ * every message, so string contents (most of an event's bytes) are skipped with memchr
+ * to the next quote rather than looked at byte by byte: a quote ends the string unless
+ * an odd number of backslashes precede it.
+ */
+static bool
 json_depth_exceeds(const char *s, size_t len, int limit)
 {
+	const char *p = s;
+	const char *end = s + len;
 	int			depth = 0;
-	bool		in_string = false;
 
-	for (size_t i = 0; i < len; i++)
+	while (p < end)
 	{
-		char		c = s[i];
+		char		c = *p++;
 
-		if (in_string)
+		if (c == '"')
 		{
-			if (c == '\\')
-				i++;
-			else if (c == '"')
-				in_string = false;
+			for (;;)
+			{
+				const char *quote = memchr(p, '"', end - p);
+				const char *b;
+
+				if (quote == NULL)
+					return false;	/* unterminated: the JSON parser will say so */
+				for (b = quote; b > p && b[-1] == '\\'; b--)
+					;
+				p = quote + 1;
+				if ((quote - b) % 2 == 0)
+					break;
+			}
 		}
-		else if (c == '"')
-			in_string = true;
 		else if (c == '{' || c == '[')
 		{
 			if (++depth > limit)

@@ -48,6 +48,10 @@ for my $p (0 .. $partitions - 1)
 {
 	my @msgs;
 	push @msgs, map { [ undef, lh_event("ingest-p$p", $seq++) ] } 1 .. (300 + int(rand(400)));
+	# Good events whose text holds 600 brackets inside a string, after an escaped quote
+	# and before an escaped backslash: the nesting check must skip strings correctly.
+	my $inside = '\\"' . ('[' x 600) . ('{' x 10) . '\\\\';
+	push @msgs, map { my $v = lh_event("ingest-p$p", $seq++); $v =~ s/"comment":"/"comment":"$inside/; [ undef, $v ] } 1 .. 2;
 	push @msgs, map { [ @{ $poison->{$_} }[ 0, 1 ], $_ ] } sort keys %$poison;
 	# Fisher-Yates with Perl's rand: a different interleaving each run.
 	for (my $i = $#msgs; $i > 0; $i--)
@@ -96,6 +100,8 @@ is($node->safe_psql('postgres', q{
 # Every good event is in bronze once, with its payload intact.
 my @seqs = split /\n/, $node->safe_psql('postgres', "SELECT payload->>'seq' FROM bronze.wiki ORDER BY (payload->>'seq')::int");
 is_deeply(\@seqs, [ sort { $a <=> $b } keys %good_ids ], 'bronze holds exactly the good events, once each');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM bronze.wiki WHERE payload->>'comment' LIKE '"' || repeat('[', 600) || '%'}),
+	2 * $partitions, 'brackets inside strings do not count as nesting (escaped quotes skipped right)');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM bronze.wiki WHERE payload->>'title' LIKE 'Page % ' || chr(233) || 't' || chr(233)"),
 	scalar(keys %good_ids), 'non-ASCII text survives');
