@@ -37,6 +37,7 @@ ALTER SYSTEM SET lakehouse.kafka_config = '=plaintext';
 ALTER SYSTEM SET lakehouse.kafka_config = 'socket.timeout.ms=5000; client.rack = r1';
 ALTER SYSTEM RESET lakehouse.kafka_config;
 
--- The prefetch bound has librdkafka's own limits.
+-- The prefetch bound has librdkafka's own limits; a batch holds at least 64kB.
 ALTER SYSTEM SET lakehouse.prefetch_memory = '512kB';
 ALTER SYSTEM SET lakehouse.prefetch_memory = '4GB';
+ALTER SYSTEM SET lakehouse.max_batch_bytes = '10kB';

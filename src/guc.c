@@ -20,6 +20,7 @@ char	   *lakehouse_brokers = NULL;
 char	   *lakehouse_database = NULL;
 int			lakehouse_max_batch_messages = 10000;
 int			lakehouse_max_batch_ms = 100;
+int			lakehouse_max_batch_bytes_kb = 64 * 1024;
 char	   *lakehouse_kafka_config = NULL;
 int			lakehouse_watermark_s = 600;
 int			lakehouse_session_gap_s = 1800;
@@ -81,6 +82,19 @@ lakehouse_define_gucs(void)
 							&lakehouse_max_batch_ms,
 							100, 1, 600000,
 							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * Message counts alone do not bound a batch's memory: 10,000 messages of 1 MB would
+	 * be 10 GB in hand. With this, a worker holds at most about prefetch_memory plus
+	 * max_batch_bytes of messages.
+	 */
+	DefineCustomIntVariable("lakehouse.max_batch_bytes",
+							"Most bytes of Kafka messages (values and keys) committed in one micro-batch",
+							"A single larger message still makes a batch of its own.",
+							&lakehouse_max_batch_bytes_kb,
+							64 * 1024, 64, LH_KAFKA_MAX_QUEUE_KB,
+							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
 	DefineCustomStringVariable("lakehouse.kafka_config",

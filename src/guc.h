@@ -8,6 +8,7 @@ extern char *lakehouse_brokers;
 extern char *lakehouse_database;
 extern int	lakehouse_max_batch_messages;
 extern int	lakehouse_max_batch_ms;
+extern int	lakehouse_max_batch_bytes_kb;
 extern char *lakehouse_kafka_config;
 extern int	lakehouse_watermark_s;
 extern int	lakehouse_session_gap_s;

@@ -308,13 +308,15 @@ recheck_brokers(void)
 }
 
 /*
- * Collects up to max_batch_messages, stopping max_batch_ms after the first one. Returns
- * the count; 0 after an idle wake-up.
+ * Collects up to max_batch_messages or max_batch_bytes, stopping max_batch_ms after the
+ * first one. Returns the count; 0 after an idle wake-up.
  */
 static int
 collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 {
 	int			n = 0;
+	size_t		bytes = 0;
+	size_t		max_bytes = (size_t) lakehouse_max_batch_bytes_kb * 1024;
 	TimestampTz first_at = 0;
 	bool		idle_waited = false;
 
@@ -342,9 +344,10 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 			}
 			msgs[n++] = rkm;
 			ninflight = n;
+			bytes += rkm->len + rkm->key_len;
 			if (n == 1)
 				*first_out = first_at = GetCurrentTimestamp();
-			if (n >= max_msgs)
+			if (n >= max_msgs || bytes >= max_bytes)
 				return n;
 			continue;
 		}

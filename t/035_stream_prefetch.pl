@@ -1,7 +1,9 @@
-# lakehouse.prefetch_memory bounds what librdkafka fetches ahead for a stream worker: the
-# value reaches the consumer (librdkafka's own fetch log names the bound and says when the
-# queue hit it), and a bound far smaller than the backlog still ingests every offset
-# exactly once (the worker reads on as the queue drains).
+# The bounds on a stream worker's memory. lakehouse.prefetch_memory bounds what librdkafka
+# fetches ahead: the value reaches the consumer (librdkafka's own fetch log names the
+# bound and says when the queue hit it), and a bound far smaller than the backlog still
+# ingests every offset exactly once (the worker reads on as the queue drains).
+# lakehouse.max_batch_bytes bounds the messages in hand: batches end on size, and a
+# reload applies it.
 use strict;
 use warnings;
 
@@ -45,6 +47,35 @@ ok($node->log_contains(qr{/$prefetch_kb kb queued}),
 	"librdkafka fetches with the configured bound ($prefetch_kb kB)");
 ok($node->log_contains(qr{not fetchable: queued\.max\.messages\.kbytes exceeded}),
 	'the bound was reached during the backlog (fetching paused, then resumed)');
+
+# --- lakehouse.max_batch_bytes bounds a batch by size, whatever its message count, and a
+# reload applies it to the running worker.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.max_batch_messages = 10000});
+$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.max_batch_bytes = '64kB'});
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+my $topic2 = lh_unique_name('batchbytes');
+lh_create_topic(lh_kafka_dir(), $topic2, $partitions);
+my @records2;
+for my $p (0 .. $partitions - 1)
+{
+	push @records2, map { [ $p, undef, lh_event("bytes-p$p", $_) ] } 1 .. 1000;
+}
+my ($bytes2, $largest) = (0, 0);
+for (@records2)
+{
+	$bytes2 += length($_->[2]);
+	$largest = length($_->[2]) if length($_->[2]) > $largest;
+}
+lh_publish(lh_brokers(), $topic2, \@records2);
+$node->safe_psql('postgres', "SELECT lakehouse.create_stream('batchbytes', '$topic2')");
+ok(lh_wait_caught_up($node, 'batchbytes', $topic2), 'the stream caught up with 64kB batches');
+lh_check_exactly_once($node, 'batchbytes', $topic2, '64kB batches');
+my ($batches, $max_bytes, $max_msgs) = split /\|/, $node->safe_psql('postgres',
+	"SELECT count(*), max(bytes), max(messages) FROM lakehouse.stream_progress WHERE stream = 'batchbytes'");
+cmp_ok($max_bytes, '<', 64 * 1024 + $largest, "no batch holds more than 64kB plus one message ($max_bytes bytes)");
+cmp_ok($batches, '>=', int($bytes2 / (64 * 1024 + $largest)),
+	"the backlog of $bytes2 bytes took at least as many batches as the bound implies ($batches)");
+cmp_ok($max_msgs, '<', 10000, "batches ended on bytes, far below max_batch_messages (at most $max_msgs messages)");
 
 $node->stop;
 done_testing();
