@@ -2,9 +2,13 @@
  * contract.c: checks one recentchange event against the contract lakehouse relies on
  * downstream (silver.edits reads these fields; bronze keeps whatever passed).
  *
- * The contract is stricter than Wikimedia's own schema (which requires only $schema,
- * meta.dt and meta.stream) and is checked against real captured events: every event
- * in the reference sample passes. Fields not named here are free, as in the schema.
+ * Two layers in one table: the recentchange schema's own rules (it requires $schema,
+ * meta, meta.dt and meta.stream, and gives a type to each field it names, checked when
+ * the field is present), and what the pipeline needs on top (meta.id a UUID, meta.dt a
+ * UTC time PostgreSQL reads, the fields silver uses present, 64-bit integer lengths and
+ * revisions for edit and new). Checked against real captured events: every event in
+ * the reference sample passes. Fields the schema does not name are free, as in the
+ * schema (additionalProperties: true).
  */
 #include "contract.h"
 
@@ -19,6 +23,10 @@ typedef enum rc_kind
 	KIND_STRING,
 	KIND_INTEGER,				/* a JSON integer, any 64-bit value (ids pass 2^32) */
 	KIND_BOOLEAN,
+	KIND_STRING_OR_NULL,
+	KIND_INTEGER_OR_NULL,
+	KIND_LOG_PARAMS,			/* an array, an object or a string */
+	KIND_URI,					/* string of at most URI_MAX_CHARS characters */
 	KIND_UUID,					/* string, 8-4-4-4-12 hex digits, either case */
 	KIND_UTC_TIME,				/* string, YYYY-MM-DDTHH:MM:SS[.mmm] then Z or +00:00 */
 	KIND_CHANGE_TYPE			/* string, one of change_types[] */
@@ -29,10 +37,14 @@ typedef enum rc_scope
 {
 	EVERY_EVENT,				/* required in every event */
 	EDIT_AND_NEW,				/* required when type is edit or new */
-	EDIT_ONLY_NEW_OPTIONAL		/* required for edit; for new it may be absent or null
+	EDIT_ONLY_NEW_OPTIONAL,		/* required for edit; for new it may be absent or null
 								 * (a page creation has no previous length or revision),
 								 * and is checked when it holds a value */
+	IF_PRESENT					/* any event; checked only when the field is there */
 } rc_scope;
+
+/* The schema's maxLength for meta.uri, in characters. */
+#define URI_MAX_CHARS 8192
 
 typedef struct rc_rule
 {
@@ -46,14 +58,18 @@ typedef struct rc_rule
  * parent comes before its children and `type` before the rules that depend on it.
  *
  * A field that is absent fails with missing_field:<path>; present with the wrong JSON
- * type (null included) with bad_type:<path>; a string of the wrong shape with
- * bad_uuid:, bad_time: or bad_enum:<path>.
+ * type (null included, unless the rule allows it) with bad_type:<path>; a string of the
+ * wrong shape with bad_uuid:, bad_time:, bad_enum: or too_long:<path>.
  */
 static const rc_rule contract[] = {
+	{"$schema", KIND_STRING, EVERY_EVENT},	/* schema: required */
 	{"meta", KIND_OBJECT, EVERY_EVENT},
 	{"meta.id", KIND_UUID, EVERY_EVENT},	/* the dedup key in silver */
 	{"meta.dt", KIND_UTC_TIME, EVERY_EVENT},	/* event time, drives the watermark */
+	{"meta.stream", KIND_STRING, EVERY_EVENT},	/* schema: required */
 	{"meta.domain", KIND_STRING, EVERY_EVENT},	/* "canary" marks monitoring events */
+	{"meta.uri", KIND_URI, IF_PRESENT},
+	{"meta.request_id", KIND_STRING, IF_PRESENT},
 	{"type", KIND_CHANGE_TYPE, EVERY_EVENT},
 	{"wiki", KIND_STRING, EVERY_EVENT},
 	{"title", KIND_STRING, EVERY_EVENT},
@@ -67,6 +83,26 @@ static const rc_rule contract[] = {
 	{"revision", KIND_OBJECT, EDIT_AND_NEW},
 	{"revision.new", KIND_INTEGER, EDIT_AND_NEW},
 	{"revision.old", KIND_INTEGER, EDIT_ONLY_NEW_OPTIONAL},
+	/* The schema's types for the other fields it names, whatever the event's type. */
+	{"length", KIND_OBJECT, IF_PRESENT},
+	{"length.new", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"length.old", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"revision", KIND_OBJECT, IF_PRESENT},
+	{"revision.new", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"revision.old", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"id", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"comment", KIND_STRING, IF_PRESENT},
+	{"parsedcomment", KIND_STRING, IF_PRESENT},
+	{"minor", KIND_BOOLEAN, IF_PRESENT},
+	{"patrolled", KIND_BOOLEAN, IF_PRESENT},
+	{"log_id", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	{"log_type", KIND_STRING_OR_NULL, IF_PRESENT},
+	{"log_action", KIND_STRING, IF_PRESENT},
+	{"log_action_comment", KIND_STRING_OR_NULL, IF_PRESENT},
+	{"log_params", KIND_LOG_PARAMS, IF_PRESENT},
+	{"server_name", KIND_STRING, IF_PRESENT},
+	{"server_url", KIND_STRING, IF_PRESENT},
+	{"server_script_path", KIND_STRING, IF_PRESENT},
 };
 
 /* rc_type values MediaWiki emits as strings (the schema also allows numbers; none seen). */
@@ -140,6 +176,17 @@ json_kind_name(const json_t *v)
 			return "null";
 	}
 	return "unknown";
+}
+
+/* Characters in valid UTF-8 text (jansson only hands out valid UTF-8): non-continuation bytes. */
+static size_t
+utf8_chars(const char *s, size_t len)
+{
+	size_t		n = 0;
+
+	for (size_t i = 0; i < len; i++)
+		n += ((unsigned char) s[i] & 0xC0) != 0x80;
+	return n;
 }
 
 static bool
@@ -252,15 +299,18 @@ lookup(const json_t *root, const char *path)
 	{
 		const char *dot = strchr(path, '.');
 		char		key[PATH_SEGMENT_MAX];
-		size_t		key_len = dot ? (size_t) (dot - path) : strlen(path);
+		size_t		key_len;
 
-		if (!json_is_object(node) || key_len >= sizeof(key))
+		if (!json_is_object(node))
+			return NULL;
+		if (dot == NULL)
+			return json_object_get(node, path);	/* the last segment: no copy needed */
+		key_len = (size_t) (dot - path);
+		if (key_len >= sizeof(key))
 			return NULL;
 		memcpy(key, path, key_len);
 		key[key_len] = '\0';
 		node = json_object_get(node, key);
-		if (dot == NULL)
-			return node;
 		path = dot + 1;
 	}
 	return NULL;
@@ -289,10 +339,12 @@ check_rule(const json_t *event, const rc_rule *rule, bool edit, bool new_page, r
 	char		shown[64];
 	size_t		i;
 
-	if (rule->scope != EVERY_EVENT && !edit && !new_page)
+	if ((rule->scope == EDIT_AND_NEW || rule->scope == EDIT_ONLY_NEW_OPTIONAL) && !edit && !new_page)
 		return true;
 	value = lookup(event, rule->path);
 	if (rule->scope == EDIT_ONLY_NEW_OPTIONAL && new_page && (value == NULL || json_is_null(value)))
+		return true;
+	if (rule->scope == IF_PRESENT && value == NULL)
 		return true;
 	if (value == NULL)
 	{
@@ -314,7 +366,20 @@ check_rule(const json_t *event, const rc_rule *rule, bool edit, bool new_page, r
 			ok = json_is_boolean(value);
 			wanted = "a boolean";
 			break;
+		case KIND_STRING_OR_NULL:
+			ok = json_is_string(value) || json_is_null(value);
+			wanted = "a string or null";
+			break;
+		case KIND_INTEGER_OR_NULL:
+			ok = json_is_integer(value) || json_is_null(value);
+			wanted = "an integer or null";
+			break;
+		case KIND_LOG_PARAMS:
+			ok = json_is_array(value) || json_is_object(value) || json_is_string(value);
+			wanted = "an array, an object or a string";
+			break;
 		case KIND_STRING:
+		case KIND_URI:
 		case KIND_UUID:
 		case KIND_UTC_TIME:
 		case KIND_CHANGE_TYPE:
@@ -328,12 +393,24 @@ check_rule(const json_t *event, const rc_rule *rule, bool edit, bool new_page, r
 					 rule->path, wanted, json_kind_name(value));
 		return false;
 	}
-	if (rule->kind != KIND_UUID && rule->kind != KIND_UTC_TIME && rule->kind != KIND_CHANGE_TYPE)
+	if (rule->kind != KIND_UUID && rule->kind != KIND_UTC_TIME &&
+		rule->kind != KIND_CHANGE_TYPE && rule->kind != KIND_URI)
 		return true;
 
 	/* The remaining kinds are strings of a given shape; shown is for the failures only. */
 	text = json_string_value(value);
 	text_len = json_string_length(value);
+
+	if (rule->kind == KIND_URI)
+	{
+		size_t		chars = utf8_chars(text, text_len);
+
+		if (chars <= URI_MAX_CHARS)
+			return true;
+		verdict_fail(out, "too_long", rule->path, "%s must be at most %d characters, got %zu",
+					 rule->path, URI_MAX_CHARS, chars);
+		return false;
+	}
 
 	if (rule->kind == KIND_UUID)
 	{

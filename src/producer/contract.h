@@ -38,7 +38,7 @@ typedef struct rc_verdict
 	/*
 	 * Machine-readable and stable, "" when valid: not_json, not_object, or
 	 * <problem>:<field path> with problem one of missing_field, bad_type, bad_uuid,
-	 * bad_time, bad_enum (e.g. "missing_field:meta.id", "bad_type:namespace").
+	 * bad_time, bad_enum, too_long (e.g. "missing_field:meta.id", "bad_type:namespace").
 	 */
 	char		reason[RC_REASON_MAX];
 

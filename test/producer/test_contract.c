@@ -50,14 +50,19 @@ static const mutation cases[] = {
 	{"new page with null old length", "type", "\"new\"", "length.old", "null", ""},
 	{"log event without length", "type", "\"log\"", "length", DEL, ""},
 	{"categorize event without revision", "type", "\"categorize\"", "revision", DEL, ""},
-	{"external event", "type", "\"external\"", "length", "\"whatever\"", ""},
+	{"external event with null lengths", "type", "\"external\"", "length", "{\"new\":null,\"old\":null}", ""},
+	{"log event with every schema field", "type", "\"log\"", "log_params", "{\"target\":\"X\"}", ""},
+	{"log_params as a string", "log_params", "\"\"", "log_type", "null", ""},
+	{"null id and log fields", "id", "null", "log_action_comment", "null", ""},
 	{"negative namespace", "namespace", "-1", NULL, NULL, ""},
 	{"64-bit integers", "revision.new", "9007199254740993", "length.new", "4294967296", ""},
 	{"empty title and user are strings", "title", "\"\"", "user", "\"\"", ""},
 	{"extra fields are free", "log_params", "[1,2]", "meta.key", "null", ""},
 
 	/* missing fields */
+	{"no $schema", "$schema", DEL, NULL, NULL, "missing_field:$schema"},
 	{"no meta", "meta", DEL, NULL, NULL, "missing_field:meta"},
+	{"no meta.stream", "meta.stream", DEL, NULL, NULL, "missing_field:meta.stream"},
 	{"no meta.id", "meta.id", DEL, NULL, NULL, "missing_field:meta.id"},
 	{"no meta.dt", "meta.dt", DEL, NULL, NULL, "missing_field:meta.dt"},
 	{"no meta.domain", "meta.domain", DEL, NULL, NULL, "missing_field:meta.domain"},
@@ -97,6 +102,27 @@ static const mutation cases[] = {
 	{"revision.new is a real", "revision.new", "2.5e9", NULL, NULL, "bad_type:revision.new"},
 	{"revision.old is a string", "revision.old", "\"1\"", NULL, NULL, "bad_type:revision.old"},
 	{"new with a string old length", "type", "\"new\"", "length.old", "\"1\"", "bad_type:length.old"},
+	/* the schema's own types, for fields it names but does not require */
+	{"$schema is a number", "$schema", "1", NULL, NULL, "bad_type:$schema"},
+	{"meta.stream is null", "meta.stream", "null", NULL, NULL, "bad_type:meta.stream"},
+	{"meta.uri is a number", "meta.uri", "7", NULL, NULL, "bad_type:meta.uri"},
+	{"meta.request_id is null", "meta.request_id", "null", NULL, NULL, "bad_type:meta.request_id"},
+	{"a log event with a string length", "type", "\"log\"", "length", "\"whatever\"", "bad_type:length"},
+	{"a categorize event with a string new revision", "type", "\"categorize\"", "revision.new", "\"5\"", "bad_type:revision.new"},
+	{"id is a string", "id", "\"3468178745\"", NULL, NULL, "bad_type:id"},
+	{"comment is a number", "comment", "1", NULL, NULL, "bad_type:comment"},
+	{"comment is null", "comment", "null", NULL, NULL, "bad_type:comment"},
+	{"parsedcomment is an array", "parsedcomment", "[]", NULL, NULL, "bad_type:parsedcomment"},
+	{"minor is a string", "minor", "\"yes\"", NULL, NULL, "bad_type:minor"},
+	{"patrolled is a number", "patrolled", "1", NULL, NULL, "bad_type:patrolled"},
+	{"log_id is a real", "log_id", "1.5", NULL, NULL, "bad_type:log_id"},
+	{"log_type is a boolean", "log_type", "true", NULL, NULL, "bad_type:log_type"},
+	{"log_action is null", "log_action", "null", NULL, NULL, "bad_type:log_action"},
+	{"log_action_comment is a number", "log_action_comment", "2", NULL, NULL, "bad_type:log_action_comment"},
+	{"log_params is a number", "log_params", "3", NULL, NULL, "bad_type:log_params"},
+	{"server_name is a number", "server_name", "4", NULL, NULL, "bad_type:server_name"},
+	{"server_url is an object", "server_url", "{}", NULL, NULL, "bad_type:server_url"},
+	{"server_script_path is null", "server_script_path", "null", NULL, NULL, "bad_type:server_script_path"},
 
 	/* wrong shapes */
 	{"meta.id too short", "meta.id", "\"0b6a3c2e-4f5d-4e7a-8b9c-1d2e3f4a5b6\"", NULL, NULL, "bad_uuid:meta.id"},
@@ -195,10 +221,10 @@ test_raw(void)
 		RAW("[]", "not_object"),
 		RAW("42", "not_object"),
 		RAW("\"edit\"", "not_object"),
-		RAW("{}", "missing_field:meta"),
+		RAW("{}", "missing_field:$schema"),
 	};
 #undef RAW
-	const char *bad_id = "{\"meta\":{\"id\":\"x\\n\\u00e9\"}}";
+	const char *bad_id = "{\"$schema\":\"x\",\"meta\":{\"id\":\"x\\n\\u00e9\"}}";
 	size_t		i;
 	rc_verdict	v;
 
@@ -215,6 +241,37 @@ test_raw(void)
 	rc_validate(bad_id, strlen(bad_id), &v);
 	tap_is_str(v.message, "meta.id must be a UUID (8-4-4-4-12 hex digits), got \"x???\"",
 			   "messages show bad values in printable ASCII only");
+}
+
+/* The schema's maxLength for meta.uri counts characters, not bytes. */
+static void
+test_uri_length(void)
+{
+	json_t	   *event = json_loads(edit_event, 0, NULL);
+	json_t	   *meta = json_object_get(event, "meta");
+	size_t		n = 8192;
+	char	   *uri = malloc(2 * n + 2);
+	char	   *text;
+	rc_verdict	v;
+
+	for (size_t i = 0; i < n; i++)
+		memcpy(uri + 2 * i, "\xc3\xa9", 2);	/* U+00E9: 2 bytes, 1 character */
+	uri[2 * n] = '\0';
+	json_object_set_new(meta, "uri", json_string(uri));
+	text = json_dumps(event, JSON_COMPACT);
+	rc_validate(text, strlen(text), &v);
+	tap_ok(v.valid, "meta.uri of 8192 two-byte characters (16384 bytes) passes");
+	free(text);
+
+	memset(uri, 'a', n + 1);
+	uri[n + 1] = '\0';
+	json_object_set_new(meta, "uri", json_string(uri));
+	text = json_dumps(event, JSON_COMPACT);
+	rc_validate(text, strlen(text), &v);
+	tap_is_str(v.reason, "too_long:meta.uri", "meta.uri of 8193 characters is too long");
+	free(text);
+	free(uri);
+	json_decref(event);
 }
 
 static void
@@ -280,6 +337,7 @@ main(int argc, char **argv)
 {
 	test_mutations();
 	test_raw();
+	test_uri_length();
 	test_canary();
 	test_sample(argc > 1 ? argv[1] : NULL);
 	return tap_done();
