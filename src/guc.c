@@ -154,7 +154,7 @@ lakehouse_define_gucs(void)
 	 */
 	DefineCustomIntVariable("lakehouse.prefetch_memory",
 							"Memory each stream worker may fill with messages fetched ahead from Kafka",
-							"Read when a stream worker starts. Below about one second of ingest, the worker waits for Kafka.",
+							"On reload, running stream workers reconnect to Kafka to apply it. Below about one second of ingest, the worker waits for Kafka.",
 							&lakehouse_prefetch_memory_kb,
 							128 * 1024, 1024, LH_KAFKA_MAX_QUEUE_KB,
 							PGC_SIGHUP, GUC_UNIT_KB,

@@ -51,6 +51,7 @@
 
 static StreamState st;
 static LhKafka *kc;
+static int	kc_prefetch_kb;		/* the lakehouse.prefetch_memory kc was built with */
 static int	wake_pipe[2] = {-1, -1};
 static MemoryContext batch_cxt;
 
@@ -138,11 +139,14 @@ open_consumer(void)
 	snprintf(group, sizeof(group), "lakehouse.%s.%s", lakehouse_database, st.name);
 	snprintf(prefetch_kb, sizeof(prefetch_kb), "%d", lakehouse_prefetch_memory_kb);
 	kc = lh_kafka_open(RD_KAFKA_CONSUMER, st.brokers, "lakehouse-stream", settings);
+	kc_prefetch_kb = lakehouse_prefetch_memory_kb;
 	rd_kafka_poll_set_consumer(kc->rk);
 
-	if (pipe(wake_pipe) != 0 ||
-		fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
-		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+	/* The pipe outlives a consumer rebuilt by apply_prefetch_memory(). */
+	if (wake_pipe[0] < 0 &&
+		(pipe(wake_pipe) != 0 ||
+		 fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		 fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0))
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create wake-up pipe: %m")));
@@ -453,6 +457,27 @@ watch_partitions(void)
 	assign_partitions();
 }
 
+/*
+ * librdkafka reads its queue bound only when a client is built, so a reload that changes
+ * lakehouse.prefetch_memory rebuilds the consumer between batches (nothing in flight) and
+ * assigns it at the committed offsets, as at start.
+ */
+static void
+apply_prefetch_memory(void)
+{
+	LhKafka    *old = kc;
+
+	if (lakehouse_prefetch_memory_kb == kc_prefetch_kb)
+		return;
+	ereport(LOG,
+			(errmsg("lakehouse stream \"%s\": lakehouse.prefetch_memory is now %dkB (was %dkB); reconnecting to Kafka",
+					st.name, lakehouse_prefetch_memory_kb, kc_prefetch_kb)));
+	kc = NULL;
+	lh_kafka_close(old);
+	open_consumer();
+	assign_partitions();
+}
+
 static void
 run_stream(void)
 {
@@ -495,6 +520,7 @@ run_stream(void)
 		else
 			commit_batch(msgs, n, first_at);
 		watch_partitions();
+		apply_prefetch_memory();
 		if (n > 0 && strcmp(st.state, "running") != 0)
 			lh_stream_set_state(&st, "running", NULL);
 	}

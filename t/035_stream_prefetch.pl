@@ -1,9 +1,9 @@
 # The bounds on a stream worker's memory. lakehouse.prefetch_memory bounds what librdkafka
 # fetches ahead: the value reaches the consumer (librdkafka's own fetch log names the
 # bound and says when the queue hit it), and a bound far smaller than the backlog still
-# ingests every offset exactly once (the worker reads on as the queue drains).
-# lakehouse.max_batch_bytes bounds the messages in hand: batches end on size, and a
-# reload applies it.
+# ingests every offset exactly once (the worker reads on as the queue drains); a reload
+# applies a new bound to the running worker. lakehouse.max_batch_bytes bounds the
+# messages in hand: batches end on size, and a reload applies it.
 use strict;
 use warnings;
 
@@ -47,6 +47,25 @@ ok($node->log_contains(qr{/$prefetch_kb kb queued}),
 	"librdkafka fetches with the configured bound ($prefetch_kb kB)");
 ok($node->log_contains(qr{not fetchable: queued\.max\.messages\.kbytes exceeded}),
 	'the bound was reached during the backlog (fetching paused, then resumed)');
+
+# --- A reload with a new bound: the running worker reconnects to Kafka with it, and goes
+# on exactly where it was.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.prefetch_memory = '2MB'});
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok($node->wait_for_log(
+		qr/lakehouse stream "prefetch": lakehouse\.prefetch_memory is now 2048kB \(was ${prefetch_kb}kB\); reconnecting to Kafka/),
+	'after a reload the running worker reconnects with the new bound');
+my @more;
+for my $p (0 .. $partitions - 1)
+{
+	push @more, map { [ $p, undef, lh_event("prefetch-more-p$p", $_) ] } 1 .. 1000;
+}
+lh_publish(lh_brokers(), $topic, \@more);
+ok(lh_wait_caught_up($node, 'prefetch', $topic), 'the stream caught up after reconnecting');
+lh_check_exactly_once($node, 'prefetch', $topic, 'after the reload');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.prefetch'),
+	scalar(@records) + scalar(@more), 'every event published before and after the reload is in bronze once');
+ok($node->log_contains(qr{/2048 kb queued}), 'librdkafka now fetches with the new bound (2048 kB)');
 
 # --- lakehouse.max_batch_bytes bounds a batch by size, whatever its message count, and a
 # reload applies it to the running worker.
