@@ -15,9 +15,10 @@ use LakehouseTest;
 my $prefetch_kb = 1024;
 # librdkafka's fetch decisions are debug messages; the worker logs them at DEBUG1. Small
 # batches keep the worker slower than the fetcher, so the queue fills up to the bound.
+# kafka_config also tries to set the bound, which lakehouse.prefetch_memory must win.
 my $node = lh_node('prefetch', conf => "lakehouse.prefetch_memory = '${prefetch_kb}kB'\n"
 	  . "lakehouse.max_batch_messages = 100\n"
-	  . "lakehouse.kafka_config = 'debug=fetch'\n"
+	  . "lakehouse.kafka_config = 'debug=fetch; queued.max.messages.kbytes=4096'\n"
 	  . "log_min_messages = debug1\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 is($node->safe_psql('postgres', 'SHOW lakehouse.prefetch_memory'), '1MB', 'the setting reads back');
@@ -45,6 +46,8 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.prefetch'),
 
 ok($node->log_contains(qr{/$prefetch_kb kb queued}),
 	"librdkafka fetches with the configured bound ($prefetch_kb kB)");
+ok(!$node->log_contains(qr{/4096 kb queued}),
+	'queued.max.messages.kbytes in lakehouse.kafka_config does not override it');
 ok($node->log_contains(qr{not fetchable: queued\.max\.messages\.kbytes exceeded}),
 	'the bound was reached during the backlog (fetching paused, then resumed)');
 

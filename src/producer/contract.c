@@ -40,7 +40,9 @@ typedef enum rc_scope
 	EDIT_ONLY_NEW_OPTIONAL,		/* required for edit; for new it may be absent or null
 								 * (a page creation has no previous length or revision),
 								 * and is checked when it holds a value */
-	IF_PRESENT					/* any event; checked only when the field is there */
+	IF_PRESENT,					/* any event; checked only when the field is there */
+	OTHER_TYPES_IF_PRESENT		/* like IF_PRESENT, for events other than edit and new
+								 * (which the stricter rules above already cover) */
 } rc_scope;
 
 /* The schema's maxLength for meta.uri, in characters. */
@@ -83,13 +85,13 @@ static const rc_rule contract[] = {
 	{"revision", KIND_OBJECT, EDIT_AND_NEW},
 	{"revision.new", KIND_INTEGER, EDIT_AND_NEW},
 	{"revision.old", KIND_INTEGER, EDIT_ONLY_NEW_OPTIONAL},
-	/* The schema's types for the other fields it names, whatever the event's type. */
-	{"length", KIND_OBJECT, IF_PRESENT},
-	{"length.new", KIND_INTEGER_OR_NULL, IF_PRESENT},
-	{"length.old", KIND_INTEGER_OR_NULL, IF_PRESENT},
-	{"revision", KIND_OBJECT, IF_PRESENT},
-	{"revision.new", KIND_INTEGER_OR_NULL, IF_PRESENT},
-	{"revision.old", KIND_INTEGER_OR_NULL, IF_PRESENT},
+	/* The schema's types for the other fields it names. */
+	{"length", KIND_OBJECT, OTHER_TYPES_IF_PRESENT},
+	{"length.new", KIND_INTEGER_OR_NULL, OTHER_TYPES_IF_PRESENT},
+	{"length.old", KIND_INTEGER_OR_NULL, OTHER_TYPES_IF_PRESENT},
+	{"revision", KIND_OBJECT, OTHER_TYPES_IF_PRESENT},
+	{"revision.new", KIND_INTEGER_OR_NULL, OTHER_TYPES_IF_PRESENT},
+	{"revision.old", KIND_INTEGER_OR_NULL, OTHER_TYPES_IF_PRESENT},
 	{"id", KIND_INTEGER_OR_NULL, IF_PRESENT},
 	{"comment", KIND_STRING, IF_PRESENT},
 	{"parsedcomment", KIND_STRING, IF_PRESENT},
@@ -341,10 +343,12 @@ check_rule(const json_t *event, const rc_rule *rule, bool edit, bool new_page, r
 
 	if ((rule->scope == EDIT_AND_NEW || rule->scope == EDIT_ONLY_NEW_OPTIONAL) && !edit && !new_page)
 		return true;
+	if (rule->scope == OTHER_TYPES_IF_PRESENT && (edit || new_page))
+		return true;
 	value = lookup(event, rule->path);
 	if (rule->scope == EDIT_ONLY_NEW_OPTIONAL && new_page && (value == NULL || json_is_null(value)))
 		return true;
-	if (rule->scope == IF_PRESENT && value == NULL)
+	if ((rule->scope == IF_PRESENT || rule->scope == OTHER_TYPES_IF_PRESENT) && value == NULL)
 		return true;
 	if (value == NULL)
 	{

@@ -23,7 +23,11 @@
 #include "contract.h"
 #include "progress.h"
 
-size_t
+/*
+ * The message key for a valid event: its wiki name ("enwiki"). Returns the length, 0
+ * when the event has no string wiki (then the message has no key).
+ */
+static size_t
 route_key(const json_t *event, const char **key)
 {
 	const json_t *wiki = json_object_get(event, "wiki");

@@ -60,10 +60,4 @@ typedef struct route_target
 
 ordered_pool *route_pool_start(route_target *t, int threads, char *err, size_t errlen);
 
-/*
- * The message key for a valid event: its wiki name ("enwiki"). Returns the length, 0
- * when the event has no string wiki (then the message has no key).
- */
-size_t		route_key(const json_t *event, const char **key);
-
 #endif							/* LAKEHOUSE_ROUTE_H */
