@@ -79,7 +79,7 @@ my ($rc, $out, $err) = run_producer('--help');
 is($rc, 0, '--help exits 0');
 for my $opt (qw(--brokers --topic --dlq-topic --url --file --state --limit --rate --quiet --help
 	--loops --resend-loop --violations --late --late-minutes --restamp --record --user-agent
-	--message-timeout-ms --generate --out --threads))
+	--message-timeout-ms --generate --out --threads --json-reader))
 {
 	like($out, qr/\Q$opt\E\b/, "--help lists $opt");
 }
@@ -168,25 +168,50 @@ sub by_partition
 	}
 	return \%parts;
 }
-my %threaded;
-for my $threads (0, 3)
+# The JSON reader changes nothing either: jansson for every event (the reference), and the
+# fast reader in one thread and in three. The recording gets two more valid events the
+# fast reader leaves to jansson (a real number, a 19-digit integer), so both paths run.
+my $mixed = "$tmp/mixed.jsonl";
 {
-	my $t = lh_unique_name("threads$threads");
+	my $extra = $json->decode($lines[1]);
+	$extra->{x_ratio} = 0.5;
+	my $big = $json->decode($lines[2]);
+	$big->{x_big} = 1234567890123456789;
+	open my $mfh, '>', $mixed or die $!;
+	print $mfh slurp($recording), $json->encode($extra), "\n", $json->encode($big), "\n";
+	close $mfh;
+}
+my %threaded;
+my %runs = (
+	jansson0 => [ '--threads', 0, '--json-reader', 'jansson' ],
+	fast0 => [ '--threads', 0 ],
+	fast3 => [ '--threads', 3 ]);
+for my $run (sort keys %runs)
+{
+	my $t = lh_unique_name($run);
 	lh_create_topic($kafka_dir, $t, 3);
 	lh_create_topic($kafka_dir, "$t.dlq", 1);
 	($rc, $out, $err) = run_producer(
-		'--brokers', $brokers, '--topic', $t, '--file', $recording, '--loops', 2,
-		'--violations', $violations, '--late', $late, '--threads', $threads, '--quiet');
-	is($rc, 0, "the scenario with --threads $threads exits 0") or diag($err);
-	$threaded{$threads} = { summary => summary($out), topic => by_partition($t), dlq => by_partition("$t.dlq") };
+		'--brokers', $brokers, '--topic', $t, '--file', $mixed, '--loops', 2,
+		'--violations', $violations, '--late', $late, @{ $runs{$run} }, '--quiet');
+	is($rc, 0, "the scenario with @{ $runs{$run} } exits 0") or diag($err);
+	$threaded{$run} = { summary => summary($out), topic => by_partition($t), dlq => by_partition("$t.dlq") };
 }
-is_deeply($threaded{3}{summary}, $threaded{0}{summary}, 'the same summary with 3 validation threads as with none');
 my $in_topic = 0;
-$in_topic += scalar(@$_) for values %{ $threaded{0}{topic} };
-is($in_topic, $threaded{0}{summary}{sent}, "the single-threaded run's topic holds its $in_topic sent events");
-is_deeply($threaded{3}{topic}, $threaded{0}{topic},
-	'every partition holds the same messages in the same order with 3 validation threads');
-is_deeply($threaded{3}{dlq}, $threaded{0}{dlq}, 'and so does the DLQ, headers included');
+$in_topic += scalar(@$_) for values %{ $threaded{jansson0}{topic} };
+is($in_topic, $threaded{jansson0}{summary}{sent}, "the reference run's topic holds its $in_topic sent events");
+is($threaded{jansson0}{summary}{sent}, 2 * ($events + 2) + $late,
+	'the two events with a real number and a 19-digit integer are sent in each loop');
+for my $run ('fast0', 'fast3')
+{
+	is_deeply($threaded{$run}{summary}, $threaded{jansson0}{summary}, "$run: the same summary as with jansson alone");
+	is_deeply($threaded{$run}{topic}, $threaded{jansson0}{topic},
+		"$run: every partition holds the same messages in the same order");
+	is_deeply($threaded{$run}{dlq}, $threaded{jansson0}{dlq}, "$run: and so does the DLQ, headers included");
+}
+($rc, $out, $err) = run_producer('--brokers', $brokers, '--topic', 'x', '--file', $recording, '--json-reader', 'simd');
+is($rc, 2, 'an unknown --json-reader exits 2');
+like($err, qr/invalid value "simd" for --json-reader: expected fast or jansson/, 'and says so');
 ($rc, $out, $err) = run_producer('--brokers', $brokers, '--topic', 'x', '--file', $recording, '--threads', 65);
 is($rc, 2, 'too many --threads exits 2');
 like($err, qr/invalid value "65" for --threads/, 'and says so');

@@ -22,6 +22,7 @@
 #include "producer.h"
 #include "progress.h"
 #include "replay.h"
+#include "route.h"
 #include "scenario.h"
 
 volatile sig_atomic_t producer_stop = 0;
@@ -93,6 +94,10 @@ usage(FILE *out)
 			"                           CPUs + 1; 0 validates in the main thread)\n"
 			"\n"
 			"Both modes:\n"
+			"  --json-reader R          how event text becomes a JSON value for the contract:\n"
+			"                           fast (default; the producer's own reader, which leaves\n"
+			"                           anything unusual to jansson) or jansson (json_loadb for\n"
+			"                           every event); both give the same verdicts\n"
 			"  --limit N                stop after N events\n"
 			"  --quiet                  no progress messages (errors and the summary remain)\n"
 			"  --help                   this text\n"
@@ -148,7 +153,7 @@ enum
 	OPT_BROKERS = 256, OPT_TOPIC, OPT_DLQ, OPT_URL, OPT_FILE, OPT_STATE, OPT_RECORD,
 	OPT_UA, OPT_KAFKA_CONFIG, OPT_LIMIT, OPT_RATE, OPT_QUIET, OPT_HELP, OPT_TIMEOUT,
 	OPT_READ_TIMEOUT, OPT_BACKOFF_MIN, OPT_BACKOFF_MAX, OPT_LOOPS, OPT_RESEND, OPT_VIOL,
-	OPT_LATE, OPT_LATE_MIN, OPT_RESTAMP, OPT_GENERATE, OPT_OUT, OPT_SEED, OPT_THREADS
+	OPT_LATE, OPT_LATE_MIN, OPT_RESTAMP, OPT_GENERATE, OPT_OUT, OPT_SEED, OPT_THREADS, OPT_JSON_READER
 };
 
 static const struct option long_options[] = {
@@ -179,6 +184,7 @@ static const struct option long_options[] = {
 	{"out", required_argument, NULL, OPT_OUT},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"json-reader", required_argument, NULL, OPT_JSON_READER},
 	{NULL, 0, NULL, 0}
 };
 
@@ -265,6 +271,14 @@ parse_options(int argc, char **argv, producer_options *o)
 				threads_given = true;
 				replay_only = true;
 				replay_flag = "--threads";
+				break;
+			case OPT_JSON_READER:
+				if (strcmp(optarg, "fast") == 0)
+					o->jansson_reader = false;
+				else if (strcmp(optarg, "jansson") == 0)
+					o->jansson_reader = true;
+				else
+					usage_error("invalid value \"%s\" for --json-reader: expected fast or jansson", optarg);
 				break;
 			case ':':
 				usage_error("option %s needs a value", argv[optind - 1]);
@@ -355,6 +369,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 
+	route_use_jansson_reader(o.jansson_reader);
 	progress_init(&o);
 	rc = o.file ? replay_run(&o, k, &counts) : live_run(&o, k, &counts);
 

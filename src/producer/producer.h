@@ -30,6 +30,7 @@ typedef struct producer_options
 	long long	limit;			/* stop after this many events; -1: no limit */
 	double		rate;			/* replay: events per second; 0: as fast as possible */
 	int			threads;		/* replay: validation threads; 0: validate in the main thread */
+	bool		jansson_reader; /* --json-reader jansson: json_loadb for every event */
 	bool		quiet;
 
 	int			message_timeout_ms; /* how long librdkafka keeps retrying one message */

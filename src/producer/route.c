@@ -21,7 +21,17 @@
 #include <string.h>
 
 #include "contract.h"
+#include "json_fast.h"
 #include "progress.h"
+
+/* Set once before routing starts (threads only read it). */
+static bool jansson_reader_only = false;
+
+void
+route_use_jansson_reader(bool jansson_only)
+{
+	jansson_reader_only = jansson_only;
+}
 
 /*
  * The message key for a valid event: its wiki name ("enwiki"). Returns the length, 0
@@ -53,8 +63,15 @@ route_check(const char *data, size_t len, route_decision *d)
 	if (data == NULL)
 		return;					/* too large to keep: route_deliver dead-letters it */
 
-	/* Parsed once here with the contract's own flags, then checked as a value. */
-	event = len > 0 ? json_loadb(data, len, JSON_DECODE_ANY, &error) : NULL;
+	/*
+	 * Parsed once here, then checked as a value. The fast reader builds the value
+	 * json_loadb would build, about six times faster, or declines; jansson parses what it
+	 * declines, with the contract's own flags, so every verdict and not_json message is
+	 * jansson's.
+	 */
+	event = jansson_reader_only ? NULL : jf_load_object(data, len);
+	if (event == NULL && len > 0)
+		event = json_loadb(data, len, JSON_DECODE_ANY, &error);
 	if (event == NULL)
 		rc_validate(data, len, &d->verdict);	/* not_json, with its message */
 	else

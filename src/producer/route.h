@@ -24,6 +24,13 @@
 bool		route_event(kafka_out *k, producer_counts *counts,
 						const char *data, size_t len, const char *sse_id);
 
+/*
+ * true: route_check parses every event with jansson's json_loadb. false (the default):
+ * with the fast reader (json_fast.h) first, jansson for whatever it declines. Both give
+ * the same decisions (test_json_fast, t/060); call before any routing starts.
+ */
+void		route_use_jansson_reader(bool jansson_only);
+
 /* What route_check decided about one event. */
 typedef struct route_decision
 {
