@@ -2,10 +2,10 @@
  * ordered_pool.c: runs a check on items in several threads and hands the results back
  * in submission order.
  *
- * Why: validating an event is one jansson parse, about 18 us for a 1.3 KB event on the
- * benchmark machine, nearly all of the producer's time; one thread tops out near 54,000
- * events/s however fast Kafka is (benchmarks/results.md). Parsing is independent per
- * event, publishing is not: Kafka keeps order per partition, and events of one wiki must
+ * Why: validating an event means parsing it (about 3 us for a 1.3 KB event on the
+ * benchmark machine with the fast reader, 18 us with jansson's), the largest part of the
+ * producer's time; one thread caps the rate however fast Kafka is (benchmarks/results.md).
+ * Parsing is independent per event, publishing is not: Kafka keeps order per partition, and events of one wiki must
  * stay in the order they came. So threads check, and the submitting thread delivers, in
  * order, from a ring of slots:
  *
