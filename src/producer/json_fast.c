@@ -314,10 +314,7 @@ read_number(jf_reader *r)
 	if (p >= r->end || *p < '0' || *p > '9')
 		return NULL;
 	if (*p == '0')
-	{
-		p++;
-		digits = 1;
-	}
+		p++;					/* a leading zero stands alone: "01" is caught below */
 	else
 		while (p < r->end && *p >= '0' && *p <= '9')
 		{
