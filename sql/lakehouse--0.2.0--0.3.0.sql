@@ -1,0 +1,725 @@
+-- lakehouse 0.2.0 -> 0.3.0: silver, a general dedup engine over bronze, exactly once.
+--
+-- A silver table is declared over a stream: which bronze rows it takes (a filter), its
+-- columns (SQL expressions over the bronze row, mostly its payload), its dedup key and its
+-- event time. A pass reads the bronze batches after the table's cursor in bronze commit
+-- order, admits each new key once, and in the same transaction moves the cursor and writes
+-- its silver_progress row. How it works and why is in README.md ("Bronze to silver").
+\echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.3.0'" to load this file. \quit
+
+-- One declared column: its name in silver, its SQL type and the expression that computes it.
+CREATE TYPE lakehouse.silver_column AS (name text, type text, expr text);
+
+-- The registry of silver tables, and each one's cursor and watermark state.
+CREATE TABLE lakehouse.silver_tables (
+    name            text PRIMARY KEY
+                    CONSTRAINT silver_name_is_plain CHECK (name ~ '^[a-z_][a-z0-9_]{0,39}$'),
+    stream          text NOT NULL,
+    columns         lakehouse.silver_column[] NOT NULL,
+    key             text[] NOT NULL,
+    event_time      text NOT NULL,
+    filter          text NOT NULL,
+    watermark       interval,                 -- NULL: lakehouse.watermark at each pass
+    partition_interval interval NOT NULL,
+    max_rows_per_pass integer NOT NULL CHECK (max_rows_per_pass > 0),
+    future_limit    interval NOT NULL,
+    continuous      boolean NOT NULL,
+    owner           name NOT NULL,            -- the role whose rights evaluate the expressions
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- State, moved only by a pass, in the pass's own transaction.
+    last_batch_id   bigint NOT NULL DEFAULT 0,      -- bronze batches up to this one are read
+    last_batch_committed_at timestamptz,            -- that batch's commit time, to spot a cut history
+    max_event_time  timestamptz,                    -- newest event time admitted or seen on time
+    last_pass_id    bigint NOT NULL DEFAULT 0
+);
+
+-- One row per pass that read anything. rows_in = filtered + invalid + rows_out +
+-- duplicates_dropped + late_dropped, always.
+CREATE TABLE lakehouse.silver_progress (
+    silver              text NOT NULL,
+    pass_id             bigint NOT NULL,
+    kind                text NOT NULL CHECK (kind IN ('pass', 'replay')),
+    first_batch_id      bigint,
+    last_batch_id       bigint,
+    rows_in             bigint NOT NULL,
+    rows_out            bigint NOT NULL,
+    duplicates_dropped  bigint NOT NULL,
+    late_dropped        bigint NOT NULL,
+    invalid             bigint NOT NULL,
+    filtered            bigint NOT NULL,
+    watermark           timestamptz,        -- after the pass: newest event time - watermark
+    started_at          timestamptz NOT NULL,
+    committed_at        timestamptz NOT NULL,
+    PRIMARY KEY (silver, pass_id)
+);
+
+-- Late rows: behind the watermark and not in silver. They stay in bronze; this is where
+-- replay_late() finds them again.
+CREATE TABLE lakehouse.silver_late (
+    silver          text NOT NULL,
+    kafka_partition integer NOT NULL,
+    kafka_offset    bigint NOT NULL,
+    event_time      timestamptz NOT NULL,
+    pass_id         bigint NOT NULL,
+    replayed_in     bigint,                 -- the replay pass that took it again
+    PRIMARY KEY (silver, kafka_partition, kafka_offset)
+);
+CREATE INDEX silver_late_by_time ON lakehouse.silver_late (silver, event_time);
+
+-- Bronze rows that the declaration could not turn into a silver row, with the reason.
+CREATE TABLE lakehouse.silver_rejects (
+    silver          text NOT NULL,
+    kafka_partition integer NOT NULL,
+    kafka_offset    bigint NOT NULL,
+    reason          text NOT NULL,
+    pass_id         bigint NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (silver, kafka_partition, kafka_offset)
+);
+
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_tables', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_progress', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_late', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_rejects', '');
+
+CREATE FUNCTION lakehouse.silver_column(name text, type text, expr text)
+RETURNS lakehouse.silver_column LANGUAGE sql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT ROW(name, type, expr)::lakehouse.silver_column $$;
+COMMENT ON FUNCTION lakehouse.silver_column(text, text, text) IS
+  'one column of a silver declaration: name, SQL type, expression over the bronze row';
+
+-- The first instant of the partition that holds event time t.
+CREATE FUNCTION lakehouse._silver_bucket(t timestamptz, step interval)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT CASE WHEN step OPERATOR(pg_catalog.=) '1 month'::interval
+              THEN pg_catalog.date_trunc('month', t, 'UTC')
+              ELSE pg_catalog.date_bin(step, t, '2000-01-03 00:00:00+00'::timestamptz) END
+$$;
+
+-- Creates the partition of silver.<name> that holds event times from bucket on, unless it
+-- exists. Partitions are named by their first instant in UTC.
+CREATE FUNCTION lakehouse._silver_ensure_partition(name text, bucket timestamptz, step interval)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  part text := name OPERATOR(pg_catalog.||) '_p' OPERATOR(pg_catalog.||)
+               pg_catalog.to_char(bucket AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MI');
+  upper timestamptz;
+BEGIN
+  IF pg_catalog.to_regclass(pg_catalog.format('silver.%I', part)) IS NOT NULL THEN
+    RETURN;
+  END IF;
+  upper := CASE WHEN step OPERATOR(pg_catalog.=) '1 month'::interval
+                THEN (pg_catalog.date_trunc('month', bucket, 'UTC') AT TIME ZONE 'UTC'
+                      OPERATOR(pg_catalog.+) '1 month'::interval) AT TIME ZONE 'UTC'
+                ELSE bucket OPERATOR(pg_catalog.+) step END;
+  EXECUTE pg_catalog.format('CREATE TABLE silver.%I PARTITION OF silver.%I FOR VALUES FROM (%L) TO (%L)',
+                            part, name, bucket, upper);
+END $$;
+
+REVOKE ALL ON FUNCTION lakehouse._silver_bucket(timestamptz, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._silver_ensure_partition(text, timestamptz, interval) FROM PUBLIC;
+
+-- Checks one expression of a declaration by planning it with the owner's rights, so that a
+-- mistake is named (which column, what is wrong) before anything is created. Planning runs
+-- inside a throw-away SECURITY DEFINER function that the owner owns: nothing of the
+-- expression ever runs with the superuser's rights.
+CREATE FUNCTION lakehouse._silver_check_expression(owner name, stream text, what text, expr text, type text)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  fn text := pg_catalog.format('_silver_check_%s', pg_catalog.txid_current());
+BEGIN
+  EXECUTE pg_catalog.format($f$
+    CREATE FUNCTION lakehouse.%I() RETURNS void LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp AS $body$
+    BEGIN
+      PERFORM %s FROM bronze.%I LIMIT 0;
+    END $body$ $f$, fn,
+    CASE WHEN type = 'boolean' THEN pg_catalog.format('(%s) IS TRUE', expr)   -- a filter: boolean, no cast
+         ELSE pg_catalog.format('(%s)::%s', expr, type) END,
+    stream);
+  EXECUTE pg_catalog.format('ALTER FUNCTION lakehouse.%I() OWNER TO %I', fn, owner);
+  BEGIN
+    EXECUTE pg_catalog.format('SELECT lakehouse.%I()', fn);
+  EXCEPTION WHEN OTHERS THEN
+    DECLARE
+      msg text; code text;
+    BEGIN
+      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, code = RETURNED_SQLSTATE;
+      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I()', fn);
+      RAISE EXCEPTION 'invalid % expression: %', what, msg
+        USING ERRCODE = 'invalid_parameter_value',
+              DETAIL = pg_catalog.format('The expression was: %s (as %s, over bronze.%s, with the rights of role %s). SQLSTATE %s.',
+                                         expr, type, stream, owner, code),
+              HINT = 'Expressions see the bronze row''s columns (payload, kafka_partition, kafka_offset, kafka_timestamp, kafka_key); qualify functions outside pg_catalog with their schema.';
+    END;
+  END;
+  EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I()', fn);
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._silver_check_expression(name, text, text, text, text) FROM PUBLIC;
+
+-- What one pass did; refresh_silver() and replay_late() return one of these per table.
+CREATE TYPE lakehouse.silver_pass_result AS (
+    silver text, pass_id bigint, kind text, rows_in bigint, rows_out bigint,
+    duplicates_dropped bigint, late_dropped bigint, invalid bigint, filtered bigint,
+    watermark timestamptz);
+
+-- Writes the two functions behind one silver table (see README, "Bronze to silver"):
+--   lakehouse.silver_<name>_extract: evaluates the declaration over a range of bronze rows.
+--     SECURITY DEFINER, owned by the declaring role: the expressions run with that role's
+--     rights, never the superuser's. A row whose expressions raise a data error (a failed
+--     cast, a wrong type) becomes a reject with the error text instead of failing the pass:
+--     the whole range is tried at once, and only if that fails, in chunks, then row by row.
+--   lakehouse.silver_<name>_admit: judges the extracted rows (late, duplicate, new),
+--     inserts the new ones and records late rows and rejects, in one statement.
+CREATE FUNCTION lakehouse._silver_generate(t lakehouse.silver_tables)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+  rowtype text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_row');
+  extract_fn text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_extract');
+  admit_fn text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_admit');
+  col lakehouse.silver_column;
+  k text;
+  type_cols text := '';      -- "c" type, ...
+  calc_cols text := '';      -- CASE WHEN taken THEN (expr)::type END AS "c", ...
+  x_cols text := '';         -- x."c", ...
+  null_cols text := '';      -- NULL, ...
+  j_cols text := '';         -- j."c", ...
+  ins_cols text := '';       -- "c", ...
+  key_match_s text := '';    -- s."k" = j."k" AND ...
+  key_match_o text := '';    -- o."k" = j."k" AND ...
+  rejects text := '';
+  tcol text := pg_catalog.format('%I', t.event_time);
+  query text;
+BEGIN
+  FOREACH col IN ARRAY t.columns LOOP
+    type_cols := type_cols || pg_catalog.format(', %I %s', col.name, col.type);
+    calc_cols := calc_cols || pg_catalog.format('%sCASE WHEN f.lh_taken THEN (%s)::%s END AS %I',
+                                                CASE WHEN calc_cols = '' THEN '' ELSE ', ' END,
+                                                col.expr, col.type, col.name);
+    x_cols := x_cols || pg_catalog.format(', x.%I', col.name);
+    null_cols := null_cols || ', NULL';
+    j_cols := j_cols || pg_catalog.format('j.%I, ', col.name);
+    ins_cols := ins_cols || pg_catalog.format('%I, ', col.name);
+  END LOOP;
+  FOREACH k IN ARRAY t.key LOOP
+    rejects := rejects || pg_catalog.format(' WHEN x.%I IS NULL THEN %L', k, 'key column ' || k || ' is null');
+    key_match_s := key_match_s || pg_catalog.format(' AND s.%I = j.%I', k, k);
+    key_match_o := key_match_o || pg_catalog.format(' AND o.%I = j.%I', k, k);
+  END LOOP;
+  rejects := rejects || pg_catalog.format(' WHEN x.%s IS NULL THEN %L', tcol, 'event time column ' || t.event_time || ' is null')
+             || pg_catalog.format(' WHEN x.%s > lh_max_time THEN ''event time '' || x.%s::text || '' is past the future limit '' || lh_max_time::text', tcol, tcol);
+
+  EXECUTE pg_catalog.format('CREATE TYPE %s AS (lh_partition integer, lh_offset bigint, lh_batch bigint, lh_taken boolean, lh_reject text%s)',
+                            rowtype, type_cols);
+
+  -- One query text for every range size; @PARTS@ @LOS@ @HIS@ are filled in per use.
+  query := pg_catalog.format($q$
+      SELECT ROW(b.kafka_partition, b.kafka_offset, b.batch_id, f.lh_taken,
+                 CASE WHEN NOT f.lh_taken THEN NULL %s END%s)::%s
+        FROM unnest(@PARTS@, @LOS@, @HIS@) AS lh_r(lh_rp, lh_rlo, lh_rhi)
+        JOIN bronze.%I b ON b.kafka_partition = lh_r.lh_rp AND b.kafka_offset BETWEEN lh_r.lh_rlo AND lh_r.lh_rhi
+        CROSS JOIN LATERAL (SELECT ((%s) IS TRUE) AS lh_taken) f
+        CROSS JOIN LATERAL (SELECT %s) x
+       WHERE (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
+       ORDER BY b.batch_id, b.kafka_partition, b.kafka_offset$q$,
+    rejects, x_cols, rowtype, t.stream, t.filter, calc_cols);
+
+  EXECUTE pg_catalog.format($f$
+    CREATE FUNCTION %1$s(lh_after bigint, lh_upto bigint, lh_parts integer[], lh_los bigint[],
+                         lh_his bigint[], lh_max_time timestamptz)
+    RETURNS SETOF %2$s LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $body$
+    #variable_conflict use_column
+    DECLARE
+      lh_res %2$s[];
+      lh_i integer;
+      lh_lo bigint;
+      lh_hi bigint;
+      lh_one record;
+      lh_chunk constant integer := 1000;
+    BEGIN
+      BEGIN
+        lh_res := ARRAY(%3$s);
+        RETURN QUERY SELECT * FROM unnest(lh_res);
+        RETURN;
+      EXCEPTION WHEN data_exception THEN
+        NULL;   -- some row does not fit the declaration: find it below
+      END;
+      FOR lh_i IN 1 .. coalesce(array_length(lh_parts, 1), 0) LOOP
+        lh_lo := lh_los[lh_i];
+        WHILE lh_lo <= lh_his[lh_i] LOOP
+          lh_hi := least(lh_lo + lh_chunk - 1, lh_his[lh_i]);
+          BEGIN
+            lh_res := ARRAY(%4$s);
+            RETURN QUERY SELECT * FROM unnest(lh_res);
+          EXCEPTION WHEN data_exception THEN
+            FOR lh_one IN SELECT b.kafka_offset, b.batch_id FROM bronze.%5$I b
+                           WHERE b.kafka_partition = lh_parts[lh_i] AND b.kafka_offset BETWEEN lh_lo AND lh_hi
+                             AND (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
+                           ORDER BY b.kafka_offset LOOP
+              BEGIN
+                lh_res := ARRAY(%6$s);
+                RETURN QUERY SELECT * FROM unnest(lh_res);
+              EXCEPTION WHEN data_exception THEN
+                RETURN NEXT ROW(lh_parts[lh_i], lh_one.kafka_offset, lh_one.batch_id, true, SQLERRM%7$s)::%2$s;
+              END;
+            END LOOP;
+          END;
+          lh_lo := lh_hi + 1;
+        END LOOP;
+      END LOOP;
+    END $body$ $f$,
+    extract_fn, rowtype,
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'lh_parts'), '@LOS@', 'lh_los'), '@HIS@', 'lh_his'),
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_lo]'), '@HIS@', 'ARRAY[lh_hi]'),
+    t.stream,
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_one.kafka_offset]'), '@HIS@', 'ARRAY[lh_one.kafka_offset]'),
+    null_cols);
+  EXECUTE pg_catalog.format('ALTER FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) OWNER TO %I',
+                            extract_fn, t.owner);
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) FROM PUBLIC',
+                            extract_fn);
+
+  -- Late: behind (newest event time seen so far, in bronze commit order, including the
+  -- row itself) minus the watermark. A row exactly at the watermark is on time. A late row
+  -- whose key is in silver (or admitted by this pass) is a duplicate, not late.
+  EXECUTE pg_catalog.format($f$
+    CREATE FUNCTION %1$s(lh_rows %2$s[], lh_max timestamptz, lh_delay interval, lh_check_late boolean,
+                         lh_pass bigint, OUT n_in bigint, OUT n_filtered bigint, OUT n_invalid bigint,
+                         OUT n_out bigint, OUT n_dup bigint, OUT n_late bigint, OUT new_max timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $body$
+    #variable_conflict use_column
+    DECLARE
+      lh_b timestamptz;
+    BEGIN
+      FOR lh_b IN
+        SELECT DISTINCT lakehouse._silver_bucket(v.t, %3$L)
+          FROM (SELECT r.%4$s AS t, max(r.%4$s) OVER (ORDER BY r.lh_batch, r.lh_partition, r.lh_offset
+                                                       ROWS UNBOUNDED PRECEDING) AS m
+                  FROM unnest(lh_rows) r WHERE r.lh_taken AND r.lh_reject IS NULL) v
+         WHERE NOT (lh_check_late AND v.t < greatest(v.m, lh_max) - lh_delay)
+      LOOP
+        PERFORM lakehouse._silver_ensure_partition(%5$L, lh_b, %3$L);
+      END LOOP;
+
+      WITH src AS (SELECT * FROM unnest(lh_rows)),
+      valid AS (SELECT s.*, max(s.%4$s) OVER (ORDER BY s.lh_batch, s.lh_partition, s.lh_offset
+                                              ROWS UNBOUNDED PRECEDING) AS lh_m
+                  FROM src s WHERE s.lh_taken AND s.lh_reject IS NULL),
+      judged AS (SELECT v.*, (lh_check_late AND v.%4$s < greatest(v.lh_m, lh_max) - lh_delay) AS lh_late
+                   FROM valid v),
+      ins AS (INSERT INTO silver.%5$I (%6$s kafka_partition, kafka_offset)
+              SELECT %7$s j.lh_partition, j.lh_offset FROM judged j WHERE NOT j.lh_late
+               ORDER BY j.lh_batch, j.lh_partition, j.lh_offset
+              ON CONFLICT DO NOTHING RETURNING 1),
+      late AS (SELECT j.* FROM judged j
+                WHERE j.lh_late
+                  AND NOT EXISTS (SELECT 1 FROM silver.%5$I s WHERE s.%4$s = j.%4$s %8$s)
+                  AND NOT EXISTS (SELECT 1 FROM judged o WHERE NOT o.lh_late AND o.%4$s = j.%4$s %9$s)),
+      rec_late AS (INSERT INTO lakehouse.silver_late (silver, kafka_partition, kafka_offset, event_time, pass_id)
+                   SELECT %5$L, l.lh_partition, l.lh_offset, l.%4$s, lh_pass FROM late l RETURNING 1),
+      rec_rej AS (INSERT INTO lakehouse.silver_rejects (silver, kafka_partition, kafka_offset, reason, pass_id)
+                  SELECT %5$L, s.lh_partition, s.lh_offset, s.lh_reject, lh_pass FROM src s
+                   WHERE s.lh_taken AND s.lh_reject IS NOT NULL RETURNING 1)
+      SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
+             (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
+             (SELECT count(*) FROM judged) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
+             (SELECT count(*) FROM rec_late), (SELECT max(valid.%4$s) FROM valid)
+        INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, new_max;
+    END $body$ $f$,
+    admit_fn, rowtype, t.partition_interval, tcol, t.name, ins_cols, j_cols,
+    key_match_s, key_match_o);
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(%s[], timestamptz, interval, boolean, bigint) FROM PUBLIC',
+                            admit_fn, rowtype);
+END $gen$;
+REVOKE ALL ON FUNCTION lakehouse._silver_generate(lakehouse.silver_tables) FROM PUBLIC;
+
+-- Declares a silver table; see create_silver() below for the arguments. SECURITY DEFINER
+-- to create objects in the extension's schemas; the expressions are checked and later
+-- evaluated with the rights of owner, which must be a role the session user can act as.
+CREATE FUNCTION lakehouse._create_silver(name text, stream text, columns lakehouse.silver_column[],
+    key text[], event_time text, filter text, watermark interval, partition_interval interval,
+    max_rows_per_pass integer, future_limit interval, continuous boolean, owner name)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  col lakehouse.silver_column;
+  cols lakehouse.silver_column[] := '{}';
+  seen text[] := '{}';
+  k text;
+  typ regtype;
+  time_type text;
+  t lakehouse.silver_tables;
+  ddl text := '';
+BEGIN
+  IF name IS NULL OR stream IS NULL OR columns IS NULL OR key IS NULL OR event_time IS NULL
+     OR partition_interval IS NULL OR max_rows_per_pass IS NULL OR future_limit IS NULL
+     OR continuous IS NULL OR owner IS NULL THEN
+    RAISE EXCEPTION 'only filter and watermark may be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+    RAISE EXCEPTION 'role "%" cannot declare a silver table for role "%"', session_user, owner
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'Call lakehouse.create_silver(), which declares it for the current role.';
+  END IF;
+  IF name !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
+    RAISE EXCEPTION 'invalid silver table name "%"', name
+      USING ERRCODE = 'invalid_name',
+            DETAIL = 'A silver name becomes the table silver.<name>: 1 to 40 lower-case letters, digits or underscores, not starting with a digit.',
+            HINT = 'Choose a name such as edits.';
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) _create_silver.name) THEN
+    RAISE EXCEPTION 'silver table "%" is already declared', name
+      USING ERRCODE = 'duplicate_object', HINT = 'Drop it first with lakehouse.drop_silver(), or pick another name.';
+  END IF;
+  IF pg_catalog.to_regclass(pg_catalog.format('silver.%I', name)) IS NOT NULL THEN
+    RAISE EXCEPTION 'table silver.% already exists', name
+      USING ERRCODE = 'duplicate_table', HINT = 'A dropped silver table keeps its data; drop or rename that table, or pick another name.';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) stream)
+     OR pg_catalog.to_regclass(pg_catalog.format('bronze.%I', stream)) IS NULL THEN
+    RAISE EXCEPTION 'stream "%" does not exist', stream
+      USING ERRCODE = 'undefined_object', HINT = 'Create it with lakehouse.create_stream(); see SELECT name FROM lakehouse.streams.';
+  END IF;
+  IF pg_catalog.cardinality(columns) = 0 THEN
+    RAISE EXCEPTION 'a silver table needs at least one column' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOREACH col IN ARRAY columns LOOP
+    IF col.name IS NULL OR col.name !~ '^[a-z_][a-z0-9_]{0,62}$' OR col.name ~ '^lh_'
+       OR col.name IN ('kafka_partition', 'kafka_offset') THEN
+      RAISE EXCEPTION 'invalid column name "%"', col.name
+        USING ERRCODE = 'invalid_name',
+              DETAIL = 'Column names are 1 to 63 lower-case letters, digits or underscores; kafka_partition and kafka_offset are added by lakehouse, and lh_ is reserved.';
+    END IF;
+    IF col.name OPERATOR(pg_catalog.=) ANY (seen) THEN
+      RAISE EXCEPTION 'column "%" is declared twice', col.name USING ERRCODE = 'duplicate_column';
+    END IF;
+    seen := seen || col.name;
+    IF col.expr IS NULL OR pg_catalog.btrim(col.expr) = '' THEN
+      RAISE EXCEPTION 'column "%" has no expression', col.name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+      typ := pg_catalog.to_regtype(col.type);
+    EXCEPTION WHEN OTHERS THEN
+      typ := NULL;
+    END;
+    IF typ IS NULL THEN
+      RAISE EXCEPTION 'column "%" has an unknown type "%"', col.name, col.type
+        USING ERRCODE = 'undefined_object', HINT = 'Use a type name such as text, integer, bigint, boolean, uuid or timestamptz.';
+    END IF;
+    cols := cols || ROW(col.name, pg_catalog.format_type(typ, NULL), col.expr)::lakehouse.silver_column;
+  END LOOP;
+  IF pg_catalog.cardinality(key) = 0 THEN
+    RAISE EXCEPTION 'the dedup key needs at least one column' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOREACH k IN ARRAY key LOOP
+    IF k IS NULL OR NOT k OPERATOR(pg_catalog.=) ANY (seen) THEN
+      RAISE EXCEPTION 'key column "%" is not a declared column', k
+        USING ERRCODE = 'undefined_column', HINT = 'The key names columns of the declaration, such as ARRAY[''event_id''].';
+    END IF;
+    IF k OPERATOR(pg_catalog.=) event_time THEN
+      RAISE EXCEPTION 'the event time column "%" cannot also be a key column', k
+        USING ERRCODE = 'invalid_parameter_value', DETAIL = 'Silver''s unique key is (event time, key); the event time is in it already.';
+    END IF;
+  END LOOP;
+  SELECT c.type INTO time_type FROM pg_catalog.unnest(cols) c WHERE c.name OPERATOR(pg_catalog.=) event_time;
+  IF time_type IS NULL THEN
+    RAISE EXCEPTION 'event time column "%" is not a declared column', event_time USING ERRCODE = 'undefined_column';
+  END IF;
+  IF time_type <> 'timestamp with time zone' THEN
+    RAISE EXCEPTION 'event time column "%" must be timestamptz, not %', event_time, time_type
+      USING ERRCODE = 'datatype_mismatch';
+  END IF;
+  IF watermark IS NOT NULL AND watermark <= '0'::interval THEN
+    RAISE EXCEPTION 'watermark must be positive' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF partition_interval OPERATOR(pg_catalog.<>) '1 month'::interval
+     AND (pg_catalog.date_part('month', partition_interval) <> 0 OR pg_catalog.date_part('year', partition_interval) <> 0
+          OR partition_interval < '1 hour'::interval) THEN
+    RAISE EXCEPTION 'invalid partition_interval %', partition_interval
+      USING ERRCODE = 'invalid_parameter_value', HINT = 'Use ''1 month'' or a fixed length of at least an hour, such as ''1 day'' or ''7 days''.';
+  END IF;
+  IF max_rows_per_pass < 1 THEN
+    RAISE EXCEPTION 'max_rows_per_pass must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF future_limit < '0'::interval THEN
+    RAISE EXCEPTION 'future_limit must not be negative' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+
+  -- The owner reads the stream's bronze rows (rolled back with the rest if a check fails).
+  EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA bronze, silver TO %I', owner);
+  EXECUTE pg_catalog.format('GRANT SELECT ON bronze.%I TO %I', stream, owner);
+  -- Each expression planned with the owner's rights, so a mistake is named.
+  FOREACH col IN ARRAY cols LOOP
+    PERFORM lakehouse._silver_check_expression(owner, stream, pg_catalog.format('column "%s"', col.name), col.expr, col.type);
+  END LOOP;
+  PERFORM lakehouse._silver_check_expression(owner, stream, 'filter', coalesce(filter, 'true'), 'boolean');
+
+  INSERT INTO lakehouse.silver_tables (name, stream, columns, key, event_time, filter, watermark,
+                                       partition_interval, max_rows_per_pass, future_limit, continuous, owner)
+  VALUES (name, stream, cols, key, event_time, coalesce(filter, 'true'), watermark,
+          partition_interval, max_rows_per_pass, future_limit, continuous, owner)
+  RETURNING * INTO t;
+
+  -- Partitioned by event time; unique on (event time, key). See README for why.
+  FOREACH col IN ARRAY cols LOOP
+    ddl := ddl || pg_catalog.format('%I %s%s, ', col.name, col.type,
+                                    CASE WHEN col.name OPERATOR(pg_catalog.=) ANY (key || event_time) THEN ' NOT NULL' ELSE '' END);
+  END LOOP;
+  EXECUTE pg_catalog.format('CREATE TABLE silver.%I (%s kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, PRIMARY KEY (%I, %s)) PARTITION BY RANGE (%I)',
+                            name, ddl, event_time,
+                            (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(x), ', ') FROM pg_catalog.unnest(key) x),
+                            event_time);
+  EXECUTE pg_catalog.format('COMMENT ON TABLE silver.%I IS %L', name,
+                            pg_catalog.format('deduplicated events of stream %s: one row per key, kept by lakehouse (declared with lakehouse.create_silver)', stream));
+  EXECUTE pg_catalog.format('GRANT SELECT ON silver.%I TO lakehouse_admin, %I', name, owner);
+
+  PERFORM lakehouse._silver_generate(t);
+  -- The whole extraction once over no rows, with the owner's rights.
+  EXECUTE pg_catalog.format('SELECT count(*) FROM lakehouse.%I(0, 0, ''{}'', ''{}'', ''{}'', pg_catalog.now())',
+                            'silver_' || name || '_extract');
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._create_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                                interval, interval, integer, interval, boolean, name) FROM PUBLIC;
+
+-- The user's call. Declares silver.<name> over bronze.<stream>: rows where filter is true,
+-- the columns (each an expression over the bronze row), the dedup key (column names), the
+-- event time column (timestamptz), the watermark (NULL: lakehouse.watermark at each pass).
+-- The expressions are evaluated with the calling role's rights.
+CREATE FUNCTION lakehouse.create_silver(name text, stream text, columns lakehouse.silver_column[],
+    key text[], event_time text, filter text DEFAULT NULL, watermark interval DEFAULT NULL,
+    partition_interval interval DEFAULT '1 day', max_rows_per_pass integer DEFAULT 100000,
+    future_limit interval DEFAULT '1 day', continuous boolean DEFAULT true)
+RETURNS void LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  SELECT lakehouse._create_silver(name, stream, columns, key, event_time, filter, watermark,
+                                  partition_interval, max_rows_per_pass, future_limit, continuous,
+                                  current_user)
+$$;
+COMMENT ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                            interval, interval, integer, interval, boolean) IS
+  'declares a silver table: a deduplicated, watermarked view of a stream kept exactly once by lakehouse';
+
+-- One pass over one silver table, in the caller's transaction:
+--   1. lock the table's registry row (FOR UPDATE): passes over one table run one at a time,
+--      and each starts from the cursor its predecessor committed;
+--   2. take the next whole bronze batches in commit order (batch ids of one stream commit in
+--      order), at most max_rows_per_pass messages but at least one batch, and their offset
+--      range per partition from lakehouse.stream_progress (written with the batches);
+--   3. extract, judge and insert (the generated functions); 4. move the cursor and the
+--      newest event time, and write the silver_progress row.
+CREATE FUNCTION lakehouse._silver_pass(p_name text)
+RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  started timestamptz := pg_catalog.clock_timestamp();
+  first_b bigint;
+  upto bigint;
+  upto_at timestamptz;
+  parts integer[];
+  los bigint[];
+  his bigint[];
+  delay interval;
+  pass bigint;
+  c record;
+  newest timestamptz;
+  res lakehouse.silver_pass_result;
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) p_name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', p_name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  IF t.last_batch_id > 0 AND NOT EXISTS (
+       SELECT 1 FROM lakehouse.stream_progress p
+        WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
+          AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at) THEN
+    RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", where its cursor stands', t.name, t.last_batch_id, t.stream
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'lakehouse.stream_progress no longer holds that batch as it was read, so the batches after the cursor cannot be told from the ones before it.',
+            HINT = 'Keep stream_progress rows from the oldest silver cursor on. To start this table again from the beginning of bronze, drop and declare it again.';
+  END IF;
+
+  SELECT pg_catalog.min(b.batch_id), pg_catalog.max(b.batch_id) INTO first_b, upto
+    FROM (SELECT p.batch_id,
+                 pg_catalog.sum(p.messages) OVER (ORDER BY p.batch_id) OPERATOR(pg_catalog.-) p.messages AS before
+            FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id) b
+   WHERE b.before OPERATOR(pg_catalog.<) t.max_rows_per_pass;
+  delay := coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
+  IF upto IS NULL THEN
+    res := ROW(t.name, NULL, 'pass', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay);
+    RETURN res;
+  END IF;
+  SELECT p.committed_at INTO upto_at FROM lakehouse.stream_progress p
+   WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) upto;
+
+  WITH b AS (SELECT p.first_offsets, p.last_offsets FROM lakehouse.stream_progress p
+              WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+                AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto),
+       f AS (SELECT e.key::integer AS k, pg_catalog.min(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.first_offsets) e GROUP BY 1),
+       l AS (SELECT e.key::integer AS k, pg_catalog.max(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.last_offsets) e GROUP BY 1)
+  SELECT pg_catalog.array_agg(f.k ORDER BY f.k), pg_catalog.array_agg(f.v ORDER BY f.k),
+         pg_catalog.array_agg(l.v ORDER BY f.k)
+    INTO parts, los, his
+    FROM f JOIN l ON l.k OPERATOR(pg_catalog.=) f.k;
+
+  pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r), $7, $8, true, $9)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_extract')
+    INTO c
+    USING t.last_batch_id, upto, coalesce(parts, '{}'), coalesce(los, '{}'), coalesce(his, '{}'),
+          started OPERATOR(pg_catalog.+) t.future_limit, t.max_event_time, delay, pass;
+
+  newest := GREATEST(t.max_event_time, c.new_max);
+  UPDATE lakehouse.silver_tables s
+     SET last_batch_id = upto, last_batch_committed_at = upto_at, max_event_time = newest, last_pass_id = pass
+   WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, first_batch_id, last_batch_id, rows_in, rows_out,
+                                         duplicates_dropped, late_dropped, invalid, filtered, watermark,
+                                         started_at, committed_at)
+  VALUES (t.name, pass, 'pass', first_b, upto, c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+          newest OPERATOR(pg_catalog.-) delay, started, pg_catalog.clock_timestamp());
+  res := ROW(t.name, pass, 'pass', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+             newest OPERATOR(pg_catalog.-) delay);
+  RETURN res;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._silver_pass(text) FROM PUBLIC;
+
+CREATE FUNCTION lakehouse.refresh_silver(name text DEFAULT NULL)
+RETURNS SETOF lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  n text;
+BEGIN
+  IF name IS NOT NULL THEN
+    RETURN NEXT lakehouse._silver_pass(name);
+    RETURN;
+  END IF;
+  -- Always the same order, so that two callers lock tables in the same order.
+  FOR n IN SELECT s.name FROM lakehouse.silver_tables s ORDER BY s.name LOOP
+    RETURN NEXT lakehouse._silver_pass(n);
+  END LOOP;
+END $$;
+COMMENT ON FUNCTION lakehouse.refresh_silver(text) IS
+  'one incremental, exactly-once pass for one silver table or (NULL) all of them; returns what each pass did';
+
+CREATE FUNCTION lakehouse.replay_late(name text, from_time timestamptz, to_time timestamptz)
+RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  started timestamptz := pg_catalog.clock_timestamp();
+  parts integer[];
+  offs bigint[];
+  delay interval;
+  pass bigint;
+  c record;
+  res lakehouse.silver_pass_result;
+BEGIN
+  IF name IS NULL OR from_time IS NULL OR to_time IS NULL THEN
+    RAISE EXCEPTION 'name, from_time and to_time must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF from_time >= to_time THEN
+    RAISE EXCEPTION 'from_time must be before to_time' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) replay_late.name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  delay := coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
+  SELECT pg_catalog.array_agg(l.kafka_partition ORDER BY l.kafka_partition, l.kafka_offset),
+         pg_catalog.array_agg(l.kafka_offset ORDER BY l.kafka_partition, l.kafka_offset)
+    INTO parts, offs
+    FROM lakehouse.silver_late l
+   WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.replayed_in IS NULL
+     AND l.event_time OPERATOR(pg_catalog.>=) from_time AND l.event_time OPERATOR(pg_catalog.<) to_time;
+  IF parts IS NULL THEN
+    res := ROW(t.name, NULL, 'replay', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay);
+    RETURN res;
+  END IF;
+  pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
+  -- Each late row is a range of one offset; no watermark this time, the key still decides.
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(ARRAY(SELECT r FROM lakehouse.%I(NULL, NULL, $1, $2, $2, $3) r), NULL, $4, false, $5)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_extract')
+    INTO c
+    USING parts, offs, 'infinity'::timestamptz, delay, pass;
+  UPDATE lakehouse.silver_late l SET replayed_in = pass
+    FROM unnest(parts, offs) AS r(p, o)
+   WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.kafka_partition OPERATOR(pg_catalog.=) r.p
+     AND l.kafka_offset OPERATOR(pg_catalog.=) r.o;
+  UPDATE lakehouse.silver_tables s SET last_pass_id = pass WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, rows_in, rows_out, duplicates_dropped,
+                                         late_dropped, invalid, filtered, watermark, started_at, committed_at)
+  VALUES (t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+          t.max_event_time OPERATOR(pg_catalog.-) delay, started, pg_catalog.clock_timestamp());
+  res := ROW(t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+             t.max_event_time OPERATOR(pg_catalog.-) delay);
+  RETURN res;
+END $$;
+COMMENT ON FUNCTION lakehouse.replay_late(text, timestamptz, timestamptz) IS
+  're-admits the late events of a silver table whose event time is in [from_time, to_time); dedup still applies; recorded in silver_progress';
+
+CREATE FUNCTION lakehouse.drop_silver(name text, drop_data boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) drop_silver.name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS lakehouse.%I', 'silver_' || t.name || '_admit');
+  EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS lakehouse.%I', 'silver_' || t.name || '_extract');
+  EXECUTE pg_catalog.format('DROP TYPE IF EXISTS lakehouse.%I', 'silver_' || t.name || '_row');
+  DELETE FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_late l WHERE l.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_rejects r WHERE r.silver OPERATOR(pg_catalog.=) t.name;
+  IF drop_data THEN
+    EXECUTE pg_catalog.format('DROP TABLE IF EXISTS silver.%I', t.name);
+  END IF;
+END $$;
+COMMENT ON FUNCTION lakehouse.drop_silver(text, boolean) IS
+  'forgets a silver declaration (its cursor, late rows and rejects); drops silver.<name> too when drop_data';
+
+-- Administration: lakehouse_admin runs the silver calls; silver is readable by it.
+REVOKE ALL ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                               interval, interval, integer, interval, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.refresh_silver(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.replay_late(text, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.drop_silver(text, boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                                  interval, interval, integer, interval, boolean),
+                          lakehouse._create_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                                   interval, interval, integer, interval, boolean, name),
+                          lakehouse.refresh_silver(text),
+                          lakehouse.replay_late(text, timestamptz, timestamptz),
+                          lakehouse.drop_silver(text, boolean)
+   TO lakehouse_admin;
+GRANT USAGE ON SCHEMA silver TO lakehouse_admin;
+GRANT SELECT ON lakehouse.silver_tables, lakehouse.silver_progress, lakehouse.silver_late,
+                lakehouse.silver_rejects TO lakehouse_admin;

@@ -1,0 +1,172 @@
+-- Silver: declaring a table, one pass at a time, dedup, the watermark, rejects, replay.
+-- Bronze is written here the way the stream worker writes it (rows and their
+-- stream_progress row in one transaction), so no broker is needed.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse;
+SET lakehouse.watermark = '10min';
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('s', 'no.such.topic', false);
+CREATE TABLE bronze.s (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+-- One bronze batch: events[i] goes to partition parts[i], at the partition's next offset.
+CREATE FUNCTION fake_batch(events jsonb[], parts integer[]) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  b bigint;
+BEGIN
+  SELECT coalesce(max(batch_id), 0) + 1 INTO b FROM lakehouse.stream_progress WHERE stream = 's';
+  INSERT INTO bronze.s (kafka_partition, kafka_offset, payload, batch_id)
+  SELECT e.p, coalesce((SELECT max(kafka_offset) + 1 FROM bronze.s x WHERE x.kafka_partition = e.p), 0)
+              + row_number() OVER (PARTITION BY e.p ORDER BY e.i) - 1, e.ev, b
+    FROM unnest(events, parts) WITH ORDINALITY AS e(ev, p, i);
+  INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters,
+                                         first_offsets, last_offsets, started_at)
+  SELECT 's', b, sum(n), 0, 0, jsonb_object_agg(p, lo), jsonb_object_agg(p, hi), now()
+    FROM (SELECT kafka_partition p, min(kafka_offset) lo, max(kafka_offset) hi, count(*) n
+            FROM bronze.s WHERE batch_id = b GROUP BY 1) x;
+  RETURN b;
+END $$;
+-- An event with id number n and event time t (minutes after 10:00).
+CREATE FUNCTION ev(n integer, minute integer, typ text DEFAULT 'edit') RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object('meta', jsonb_build_object('id', format('00000000-0000-0000-0000-%s', lpad(n::text, 12, '0')),
+                                                       'dt', to_char(timestamptz '2020-01-01 10:00+00' + minute * interval '1 min',
+                                                                     'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+                            'type', typ, 'n', n)
+$$;
+CREATE FUNCTION declare_ev(name text, max_rows integer DEFAULT 100000) RETURNS void LANGUAGE sql AS $$
+  SELECT lakehouse.create_silver(name, 's',
+    ARRAY[lakehouse.silver_column('event_id', 'uuid', $e$(payload->'meta'->>'id')::uuid$e$),
+          lakehouse.silver_column('event_time', 'timestamptz', $e$(payload->'meta'->>'dt')::timestamptz$e$),
+          lakehouse.silver_column('n', 'int', $e$payload->>'n'$e$)],
+    ARRAY['event_id'], 'event_time', filter => $e$payload->>'type' IN ('edit', 'new')$e$,
+    max_rows_per_pass => max_rows, continuous => false)
+$$;
+-- What a pass returned, without its timing.
+CREATE VIEW passes AS
+  SELECT silver, pass_id, kind, first_batch_id, last_batch_id, rows_in, rows_out, duplicates_dropped,
+         late_dropped, invalid, filtered, watermark,
+         rows_in = filtered + invalid + rows_out + duplicates_dropped + late_dropped AS balanced
+    FROM lakehouse.silver_progress;
+
+-- A declaration is checked before anything is created; each mistake is named.
+\set VERBOSITY terse
+SELECT lakehouse.create_silver('Bad-Name', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 'nostream', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[]::lakehouse.silver_column[], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'texte', 'payload->>''a''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('kafka_offset', 'text', 'payload->>''a''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('a', 'text', 'payload->>''b''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['b'], 't');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a''')], ARRAY['a'], 'a');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['a'], 't',
+                               watermark => '-1 min');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['a'], 't',
+                               partition_interval => '2 months');
+\set VERBOSITY default
+-- A bad expression names its column and says what is wrong.
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('t', 'timestamptz', 'paylod->>''dt''')], ARRAY['a'], 't');
+SELECT lakehouse.create_silver('x', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                               lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['a'], 't',
+                               filter => 'payload->>''type''');
+-- Nothing was created by the refused declarations.
+SELECT count(*) AS declared FROM lakehouse.silver_tables;
+SELECT count(*) AS silver_relations FROM pg_class WHERE relnamespace = 'silver'::regnamespace;
+
+-- A first batch: a copy of event 1, event 3 ahead of the others, 5 exactly at the
+-- watermark, 6 not a time, 7 a type the filter does not take.
+SELECT declare_ev('ev');
+SELECT fake_batch(ARRAY[ev(1, 0), ev(2, 5), ev(1, 0), ev(3, 20), ev(4, 9), ev(5, 10),
+                        jsonb_set(ev(6, 0), '{meta,dt}', '"x"'), ev(7, 11, 'log')],
+                  ARRAY[0, 1, 0, 1, 0, 1, 0, 0]);
+SELECT * FROM lakehouse.refresh_silver('ev');
+SELECT n, event_time, kafka_partition, kafka_offset FROM silver.ev ORDER BY n;
+SELECT kafka_partition, kafka_offset, reason FROM lakehouse.silver_rejects;
+-- Nothing new: no pass row.
+SELECT * FROM lakehouse.refresh_silver('ev');
+-- Next: copies of 4 and 2 (behind the watermark, but in silver: duplicates) and a new
+-- event 8 that moves the watermark to 10:30; then in the next batch event 9 behind it
+-- (late, twice), event 10 ahead of it, and a copy of 8. Within a batch, rows count in
+-- (partition, offset) order.
+SELECT fake_batch(ARRAY[ev(4, 9), ev(2, 5), ev(8, 40)], ARRAY[0, 1, 1]);
+SELECT fake_batch(ARRAY[ev(9, 29), ev(10, 31), ev(9, 29), ev(8, 40)], ARRAY[0, 0, 1, 1]);
+SELECT * FROM lakehouse.refresh_silver();
+SELECT kafka_partition, kafka_offset, event_time, pass_id, replayed_in FROM lakehouse.silver_late ORDER BY 1, 2;
+-- A copy resent much later (the watermark days ahead) is still a duplicate, not late.
+SELECT fake_batch(ARRAY[ev(11, 60 * 24 * 3)], ARRAY[0]);
+SELECT fake_batch(ARRAY[ev(3, 20), ev(1, 0)], ARRAY[1, 1]);
+SELECT * FROM lakehouse.refresh_silver('ev');
+SELECT * FROM lakehouse.refresh_silver('ev');
+-- The same bronze read one row per pass gives the same silver and the same counts: the
+-- watermark runs in bronze commit order, not per pass.
+SELECT declare_ev('ev_small', 1);
+SELECT count(*) AS passes FROM (SELECT lakehouse.refresh_silver('ev_small') FROM generate_series(1, 10)) x;
+SELECT (SELECT array_agg(n ORDER BY n) FROM silver.ev_small) = (SELECT array_agg(n ORDER BY n) FROM silver.ev) AS same_rows,
+       (SELECT array_agg(n ORDER BY n) FROM silver.ev_small) AS rows_small;
+SELECT silver, sum(rows_in) rows_in, sum(rows_out) rows_out, sum(duplicates_dropped) dups, sum(late_dropped) late,
+       sum(invalid) invalid, sum(filtered) filtered, bool_and(balanced) balanced
+  FROM passes WHERE kind = 'pass' GROUP BY 1 ORDER BY 1;
+
+-- Replay takes the late rows of a time range again; the key still decides.
+SELECT * FROM lakehouse.replay_late('ev', '2020-01-01 10:00+00', '2020-01-01 11:00+00');
+SELECT kafka_partition, kafka_offset, replayed_in FROM lakehouse.silver_late ORDER BY 1, 2;
+SELECT * FROM lakehouse.replay_late('ev', '2020-01-01 10:00+00', '2020-01-01 11:00+00');
+SELECT n FROM silver.ev ORDER BY n;
+SELECT * FROM passes ORDER BY pass_id;
+-- Partitions follow event time (one day each by default).
+SELECT c.relname, count(*) FROM silver.ev e JOIN pg_class c ON c.oid = e.tableoid GROUP BY 1 ORDER BY 1;
+
+-- An event time past the future limit would drag the watermark ahead: a reject.
+SELECT fake_batch(ARRAY[jsonb_set(ev(12, 0), '{meta,dt}', '"2999-01-01T00:00:00Z"')], ARRAY[0]);
+SELECT rows_in, rows_out, invalid FROM lakehouse.refresh_silver('ev');
+SELECT reason ~ 'past the future limit' AS future_reject FROM lakehouse.silver_rejects WHERE kafka_offset = (SELECT max(kafka_offset) FROM bronze.s WHERE kafka_partition = 0) AND silver = 'ev';
+
+-- A cut history (the batch under the cursor gone from stream_progress) stops the pass.
+BEGIN;
+DELETE FROM lakehouse.stream_progress WHERE batch_id = (SELECT last_batch_id FROM lakehouse.silver_tables WHERE name = 'ev');
+SELECT * FROM lakehouse.refresh_silver('ev');
+ROLLBACK;
+\set VERBOSITY terse
+SELECT * FROM lakehouse.refresh_silver('nosuch');
+SELECT * FROM lakehouse.replay_late('ev', '2026-12-01', '2026-11-30');
+SELECT * FROM lakehouse.replay_late('nosuch', '2026-11-30', '2026-12-01');
+
+-- Privileges: expressions run with the declaring role's rights, never the superuser's.
+CREATE ROLE regress_operator LOGIN;
+GRANT lakehouse_admin TO regress_operator;
+\c - regress_operator
+SET lakehouse.watermark = '10min';
+SELECT lakehouse.create_silver('sneaky', 's', ARRAY[lakehouse.silver_column('a', 'text', '(SELECT rolpassword FROM pg_authid LIMIT 1)'),
+                                                    lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['a'], 't');
+SELECT lakehouse._create_silver('sneaky', 's', ARRAY[lakehouse.silver_column('a', 'text', 'payload->>''a'''),
+                                                    lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['a'], 't',
+                                NULL, NULL, '1 day', 10, '1 day', false, 'postgres');
+SELECT declare_ev('ops');
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('ops');
+SELECT p.proname, pg_get_userbyid(p.proowner) AS owner, p.prosecdef
+  FROM pg_proc p WHERE p.proname LIKE 'silver_ops_%' ORDER BY 1;
+\c - postgres
+CREATE ROLE regress_nobody;
+SET ROLE regress_nobody;
+SELECT * FROM lakehouse.refresh_silver('ev');
+RESET ROLE;
+\set VERBOSITY default
+
+-- drop_silver forgets the declaration; the data stays unless asked.
+SELECT lakehouse.drop_silver('ev_small');
+SELECT to_regclass('silver.ev_small') IS NOT NULL AS data_kept, count(*) AS declared FROM lakehouse.silver_tables WHERE name = 'ev_small';
+SELECT lakehouse.drop_silver('ops', drop_data => true);
+SELECT to_regclass('silver.ops') IS NULL AS data_dropped;
+DROP TABLE silver.ev_small;
+SELECT lakehouse.drop_silver('ev', true);
+DROP OWNED BY regress_operator;
+DROP ROLE regress_operator;
+DROP ROLE regress_nobody;
+DROP VIEW passes;
+DROP FUNCTION fake_batch(jsonb[], integer[]), ev(integer, integer, text), declare_ev(text, integer);
+DROP EXTENSION lakehouse CASCADE;
