@@ -14,7 +14,8 @@ OBJS = \
 	src/sink.o \
 	src/batch_writer.o \
 	src/offsets.o \
-	src/stream_worker.o
+	src/stream_worker.o \
+	src/silver_worker.o
 
 # Install and upgrade scripts are picked up by name, so a new version needs no edit here.
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)

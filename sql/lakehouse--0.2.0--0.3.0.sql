@@ -723,3 +723,76 @@ GRANT EXECUTE ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_c
 GRANT USAGE ON SCHEMA silver TO lakehouse_admin;
 GRANT SELECT ON lakehouse.silver_tables, lakehouse.silver_progress, lakehouse.silver_late,
                 lakehouse.silver_rejects TO lakehouse_admin;
+
+-- Turns continuous refresh of one silver table on or off. Off: nothing refreshes it but
+-- lakehouse.refresh_silver() (by hand or from pg_cron); the same pass either way.
+CREATE FUNCTION lakehouse.set_silver_continuous(name text, continuous boolean)
+RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  UPDATE lakehouse.silver_tables s SET continuous = set_silver_continuous.continuous
+   WHERE s.name OPERATOR(pg_catalog.=) set_silver_continuous.name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+END $$;
+COMMENT ON FUNCTION lakehouse.set_silver_continuous(text, boolean) IS
+  'whether the silver worker keeps a silver table fresh by itself (on) or only refresh_silver() calls do (off)';
+
+-- The Wikimedia pipeline that lakehouse ships, as one declaration over bronze.<stream>:
+-- silver.edits holds every edit and new-page event once, keyed by meta.id, timed by
+-- meta.dt. Idempotent: a second call for the same stream changes nothing.
+-- SECURITY DEFINER: its expressions are fixed, so they may run with the extension owner's rights.
+CREATE FUNCTION lakehouse.create_recentchange_pipeline(stream text)
+RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  existing text;
+BEGIN
+  SELECT s.stream INTO existing FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) 'edits';
+  IF existing IS NOT NULL THEN
+    IF existing OPERATOR(pg_catalog.<>) stream THEN
+      RAISE EXCEPTION 'silver.edits already belongs to stream "%"', existing
+        USING ERRCODE = 'duplicate_object',
+              HINT = 'One database holds one recentchange pipeline; drop it with lakehouse.drop_silver(''edits'') first.';
+    END IF;
+    RETURN;
+  END IF;
+  PERFORM lakehouse.create_silver('edits', stream,
+    ARRAY[lakehouse.silver_column('event_id', 'uuid', $e$(payload->'meta'->>'id')::uuid$e$),
+          lakehouse.silver_column('event_time', 'timestamptz', $e$(payload->'meta'->>'dt')::timestamptz$e$),
+          lakehouse.silver_column('wiki', 'text', $e$payload->>'wiki'$e$),
+          lakehouse.silver_column('type', 'text', $e$payload->>'type'$e$),
+          lakehouse.silver_column('namespace', 'integer', $e$(payload->>'namespace')::integer$e$),
+          lakehouse.silver_column('title', 'text', $e$payload->>'title'$e$),
+          lakehouse.silver_column('user_name', 'text', $e$payload->>'user'$e$),
+          lakehouse.silver_column('is_bot', 'boolean', $e$(payload->>'bot')::boolean$e$),
+          lakehouse.silver_column('is_minor', 'boolean', $e$coalesce((payload->>'minor')::boolean, false)$e$),
+          lakehouse.silver_column('length_old', 'integer', $e$(payload->'length'->>'old')::integer$e$),
+          lakehouse.silver_column('length_new', 'integer', $e$(payload->'length'->>'new')::integer$e$),
+          lakehouse.silver_column('revision_old', 'bigint', $e$(payload->'revision'->>'old')::bigint$e$),
+          lakehouse.silver_column('revision_new', 'bigint', $e$(payload->'revision'->>'new')::bigint$e$),
+          lakehouse.silver_column('comment', 'text', $e$payload->>'comment'$e$)],
+    ARRAY['event_id'], 'event_time',
+    filter => $e$payload->>'type' IN ('edit', 'new')$e$);
+  COMMENT ON TABLE silver.edits IS
+    'Wikimedia recentchange edit and new-page events, each once (dedup on meta.id), on time by the watermark';
+  COMMENT ON COLUMN silver.edits.event_id IS 'meta.id: the event''s UUID, the dedup key';
+  COMMENT ON COLUMN silver.edits.event_time IS 'meta.dt: when the change happened (UTC)';
+  COMMENT ON COLUMN silver.edits.wiki IS 'wiki database name, such as enwiki';
+  COMMENT ON COLUMN silver.edits.type IS 'edit or new (a page creation)';
+  COMMENT ON COLUMN silver.edits.length_old IS 'page length in bytes before the change (NULL for new pages)';
+  COMMENT ON COLUMN silver.edits.length_new IS 'page length in bytes after the change';
+  COMMENT ON COLUMN silver.edits.kafka_partition IS 'where the admitted copy sits in bronze: partition';
+  COMMENT ON COLUMN silver.edits.kafka_offset IS 'where the admitted copy sits in bronze: offset';
+END $$;
+COMMENT ON FUNCTION lakehouse.create_recentchange_pipeline(text) IS
+  'declares the shipped Wikimedia recentchange pipeline over bronze.<stream>: silver.edits (idempotent)';
+
+REVOKE ALL ON FUNCTION lakehouse.set_silver_continuous(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.create_recentchange_pipeline(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lakehouse.set_silver_continuous(text, boolean),
+                          lakehouse.create_recentchange_pipeline(text) TO lakehouse_admin;

@@ -157,6 +157,19 @@ SELECT * FROM lakehouse.refresh_silver('ev');
 RESET ROLE;
 \set VERBOSITY default
 
+-- The shipped recentchange declaration: idempotent for its stream, refused for another.
+SELECT lakehouse.create_recentchange_pipeline('s');
+SELECT lakehouse.create_recentchange_pipeline('s');
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('s2', 'no.such.topic', false);
+SELECT lakehouse.create_recentchange_pipeline('s2');
+SELECT name, stream, key, event_time, filter, continuous FROM lakehouse.silver_tables WHERE name = 'edits';
+SELECT lakehouse.set_silver_continuous('edits', false);
+SELECT continuous FROM lakehouse.silver_tables WHERE name = 'edits';
+SELECT lakehouse.set_silver_continuous('nosuch', false);
+SELECT rows_in, rows_out, filtered FROM lakehouse.refresh_silver('edits');
+SELECT lakehouse.drop_silver('edits', true);
+DELETE FROM lakehouse.streams WHERE name = 's2';
+
 -- drop_silver forgets the declaration; the data stays unless asked.
 SELECT lakehouse.drop_silver('ev_small');
 SELECT to_regclass('silver.ev_small') IS NOT NULL AS data_kept, count(*) AS declared FROM lakehouse.silver_tables WHERE name = 'ev_small';

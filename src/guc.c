@@ -28,6 +28,7 @@ int			lakehouse_request_timeout_ms = 10000;
 int			lakehouse_max_message_bytes = 16 * 1024 * 1024;
 bool		lakehouse_commit_to_kafka = false;
 int			lakehouse_prefetch_memory_kb = 128 * 1024;
+int			lakehouse_silver_naptime_ms = 100;
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -76,6 +77,18 @@ lakehouse_define_gucs(void)
 	 * 100 ms: a backlog fills batches to max_batch_messages long before this, so it only
 	 * bounds how long a trickle of events waits for its commit (freshness).
 	 */
+	/*
+	 * The silver worker looks for new bronze batches this often when idle; a pass that
+	 * read rows is followed by the next one at once.
+	 */
+	DefineCustomIntVariable("lakehouse.silver_naptime",
+							"How long the silver worker sleeps when no continuous silver table has new bronze batches",
+							NULL,
+							&lakehouse_silver_naptime_ms,
+							100, 10, 60000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("lakehouse.max_batch_ms",
 							"Longest time a micro-batch stays open after its first message",
 							NULL,

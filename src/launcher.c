@@ -2,7 +2,7 @@
  * launcher.c: the lakehouse launcher, one static background worker per server.
  *
  * It starts one dynamic worker per enabled stream of lakehouse.streams (in the database
- * named by lakehouse.database), restarts a worker that exited (backing off when it keeps
+ * named by lakehouse.database) and one silver worker while a continuous silver table exists, restarts a worker that exited (backing off when it keeps
  * failing), and stops workers of streams that were disabled or dropped. Signals follow worker_spi: SIGHUP reloads settings, SIGTERM ends the
  * worker through die() and CHECK_FOR_INTERRUPTS(), and every wait exits on postmaster
  * death, so shutdown and DROP DATABASE never wait on it.
@@ -26,6 +26,7 @@
 
 #include "guc.h"
 #include "launcher.h"
+#include "silver_worker.h"
 #include "stream_worker.h"
 
 /* Seconds before the postmaster restarts a launcher that exited with an error. */
@@ -116,9 +117,14 @@ start_worker(LaunchedWorker *w)
 	if (now < w->next_start)
 		return;
 	/* The launcher decides about restarts (with backoff), not the postmaster. */
-	describe_worker(&worker, "lakehouse_stream_main", "lakehouse stream", BGW_NEVER_RESTART);
-	snprintf(worker.bgw_name, BGW_MAXLEN, "lakehouse stream %s", w->name);
-	strlcpy(worker.bgw_extra, w->name, BGW_EXTRALEN);
+	if (strcmp(w->name, LH_SILVER_WORKER_ENTRY) == 0)
+		describe_worker(&worker, "lakehouse_silver_main", "lakehouse silver", BGW_NEVER_RESTART);
+	else
+	{
+		describe_worker(&worker, "lakehouse_stream_main", "lakehouse stream", BGW_NEVER_RESTART);
+		snprintf(worker.bgw_name, BGW_MAXLEN, "lakehouse stream %s", w->name);
+		strlcpy(worker.bgw_extra, w->name, BGW_EXTRALEN);
+	}
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &w->handle))
@@ -169,6 +175,16 @@ reconcile_workers(void)
 
 			w->seen = true;
 		}
+	}
+	/* One silver worker while any continuous silver table exists (lakehouse 0.3.0 on). */
+	if (SPI_execute("SELECT pg_catalog.to_regclass('lakehouse.silver_tables') IS NOT NULL", true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "lakehouse launcher: could not look for lakehouse.silver_tables");
+	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0)
+	{
+		if (SPI_execute("SELECT 1 FROM lakehouse.silver_tables WHERE continuous LIMIT 1", true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "lakehouse launcher: could not read lakehouse.silver_tables");
+		if (SPI_processed > 0)
+			worker_entry(LH_SILVER_WORKER_ENTRY)->seen = true;
 	}
 
 	SPI_finish();

@@ -1,0 +1,174 @@
+# Silver on a real stream: the producer publishes a generated recording as a scenario
+# (loops with unique ids, a resent loop, contract violations) to the scratch Kafka, the
+# stream worker lands it in bronze, and the silver worker keeps silver.edits fresh by
+# itself. Every expected count comes from the recording and the scenario: silver holds
+# each edit/new event once, the resent loop counts as duplicates, events stamped an hour
+# behind are late (recorded, replayable), copies sent again later are duplicates, and with
+# continuous refresh off only refresh_silver() moves silver.
+use strict;
+use warnings;
+
+use IPC::Run ();
+use JSON::PP ();
+use POSIX ();
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LakehouseTest;
+
+my $top = lh_top();
+my $producer = "$top/src/producer/lakehouse-producer";
+my $brokers = lh_brokers();
+my $kafka_dir = lh_kafka_dir();
+my $tmp = $PostgreSQL::Test::Utils::tmp_check;
+my $json = JSON::PP->new->utf8->canonical;
+my $seed = $ENV{LAKEHOUSE_TEST_SEED} // int(rand(1_000_000));
+srand($seed);
+note "seed $seed (LAKEHOUSE_TEST_SEED=$seed replays this run)";
+
+sub run_producer
+{
+	my (@args) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $producer, @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(180));
+	die "lakehouse-producer @args failed: $err" if $?;
+	return $out;
+}
+
+my $node = lh_node('silver', conf => "lakehouse.silver_naptime = 50ms\n");
+$node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
+
+my $topic = lh_unique_name('silver');
+lh_create_topic($kafka_dir, $topic, 3);
+lh_create_topic($kafka_dir, "$topic.dlq", 1);
+
+# The recording, and what the scenario makes of it.
+my $events = 200 + int(rand(300));
+my $loops = 2 + int(rand(3));
+my $violations = 1 + int(rand(10));
+run_producer('--generate', $events, '--out', "$tmp/rec.jsonl", '--seed', $seed);
+open my $fh, '<', "$tmp/rec.jsonl" or die;
+my @rec = map { $json->decode($_) } <$fh>;
+close $fh;
+my $per_loop = grep { $_->{type} eq 'edit' || $_->{type} eq 'new' } @rec;
+my ($newest) = sort { $b cmp $a } map { $_->{meta}{dt} } @rec;
+cmp_ok($per_loop, '>', 0, "the recording has edit/new events ($per_loop of $events)");
+
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/rec.jsonl", '--loops', $loops,
+	'--resend-loop', 0, '--violations', $violations, '--quiet');
+$node->safe_psql('postgres', qq{
+	SELECT lakehouse.create_stream('wiki', '$topic');
+	SELECT lakehouse.create_recentchange_pipeline('wiki');
+	SELECT lakehouse.create_recentchange_pipeline('wiki');   -- idempotent
+});
+
+# Silver has read every committed bronze batch.
+sub wait_silver_caught_up
+{
+	ok(lh_wait_caught_up($node, 'wiki', $topic), 'bronze caught up with the broker');
+	ok( $node->poll_query_until('postgres', q{
+			SELECT t.last_batch_id = (SELECT coalesce(max(p.batch_id), 0) FROM lakehouse.stream_progress p WHERE p.stream = 'wiki')
+			  FROM lakehouse.silver_tables t WHERE t.name = 'edits'}),
+		'silver caught up with bronze, by itself');
+}
+
+sub totals
+{
+	my ($kind) = @_;
+	my $row = $node->safe_psql('postgres', qq{
+		SELECT coalesce(sum(rows_in), 0), coalesce(sum(rows_out), 0), coalesce(sum(duplicates_dropped), 0),
+		       coalesce(sum(late_dropped), 0), coalesce(sum(invalid), 0), coalesce(sum(filtered), 0)
+		  FROM lakehouse.silver_progress WHERE silver = 'edits' AND kind = '$kind'});
+	my %t;
+	@t{qw(in out dup late invalid filtered)} = split /\|/, $row;
+	return \%t;
+}
+
+sub silver_counts
+{
+	return split /\|/, $node->safe_psql('postgres', 'SELECT count(*), count(DISTINCT event_id) FROM silver.edits');
+}
+
+wait_silver_caught_up();
+my $bronze = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
+is($bronze, $events * ($loops + 1), 'bronze holds every published event (the resent loop too)');
+my ($rows, $distinct) = silver_counts();
+is($rows, $per_loop * $loops, 'silver.edits holds each edit/new event of every loop once');
+is($distinct, $rows, 'no event id twice in silver');
+my $t = totals('pass');
+is($t->{in}, $bronze, 'passes read every bronze row');
+is($t->{dup}, $per_loop, 'the resent loop counted as duplicates');
+is($t->{late}, 0, 'nothing late');
+is($t->{invalid}, 0, 'nothing invalid');
+is($t->{filtered}, $bronze - $per_loop * ($loops + 1), 'other event types filtered out');
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM silver.edits s JOIN bronze.wiki b USING (kafka_partition, kafka_offset)
+		 WHERE (b.payload->'meta'->>'id')::uuid = s.event_id AND b.payload->>'title' IS NOT DISTINCT FROM s.title}),
+	$rows, 'every silver row points at a bronze copy of its event');
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'}),
+	1, 'one silver worker runs');
+
+# Events stamped an hour behind the newest: late, recorded, replayable.
+my $late = 3 + int(rand(8));
+my @edits = grep { $_->{type} eq 'edit' } @rec;
+open my $lf, '>', "$tmp/late.jsonl" or die;
+for my $i (0 .. $late - 1)
+{
+	my %e = %{ $edits[ $i % @edits ] };
+	my %meta = %{ $e{meta} };
+	$meta{id} = sprintf('ffffffff-ffff-4fff-8fff-%012x', $i);
+	my ($y, $mo, $d, $h, $mi, $s) = $newest =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)/;
+	my $t0 = POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) - 3600;
+	$meta{dt} = POSIX::strftime('%Y-%m-%dT%H:%M:%SZ', localtime($t0));
+	$e{meta} = \%meta;
+	print $lf $json->encode(\%e), "\n";
+}
+close $lf;
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/late.jsonl", '--quiet');
+wait_silver_caught_up();
+($rows) = silver_counts();
+is($rows, $per_loop * $loops, 'late events did not enter silver');
+is(totals('pass')->{late}, $late, "all $late late events counted as late");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM lakehouse.silver_late WHERE silver = 'edits'}),
+	$late, 'and recorded in silver_late');
+my ($replay_in, $replay_out) = split /\|/, $node->safe_psql('postgres', qq{
+	SELECT rows_in, rows_out FROM lakehouse.replay_late('edits', timestamptz '$newest' - interval '2 hours', '$newest')});
+is($replay_in, $late, 'replay_late took the late events again');
+is($replay_out, $late, 'and admitted them');
+($rows) = silver_counts();
+is($rows, $per_loop * $loops + $late, 'silver holds them after the replay');
+
+# Copies of loop 0 sent again much later: duplicates, not new rows.
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/rec.jsonl", '--loops', 1, '--quiet');
+wait_silver_caught_up();
+($rows) = silver_counts();
+is($rows, $per_loop * $loops + $late, 'copies sent later added nothing');
+is(totals('pass')->{dup}, 2 * $per_loop, 'they counted as duplicates');
+
+# Continuous refresh off: only refresh_silver() moves silver (the same pass).
+$node->safe_psql('postgres', q{SELECT lakehouse.set_silver_continuous('edits', false)});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'}),
+	'the silver worker exits when no table is continuous');
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/rec.jsonl", '--loops', $loops + 1, '--quiet');
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'bronze caught up');
+sleep 1;
+($rows) = silver_counts();
+is($rows, $per_loop * $loops + $late, 'with continuous off, silver waits');
+my $passes = 0;
+while ($passes < 1000)
+{
+	$passes++;
+	last if $node->safe_psql('postgres', q{SELECT rows_in FROM lakehouse.refresh_silver('edits')}) == 0;
+}
+($rows, $distinct) = silver_counts();
+is($rows, $per_loop * ($loops + 1) + $late, "refresh_silver() by hand admitted the new loop ($passes calls)");
+is($distinct, $rows, 'still no event id twice');
+$t = totals('pass');
+is($t->{in}, $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki'), 'every bronze row read once');
+is($t->{in}, $t->{out} + $t->{dup} + $t->{late} + $t->{invalid} + $t->{filtered}, 'the ledger balances');
+$node->safe_psql('postgres', q{SELECT lakehouse.set_silver_continuous('edits', true)});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'}),
+	'turned on again, the launcher starts the silver worker');
+
+$node->stop;
+done_testing();
