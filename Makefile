@@ -35,6 +35,11 @@ REGRESS_OUTDIR ?= $(CURDIR)/results-regress
 REGRESS_OPTS = --temp-config=$(REGRESS_CONF) --temp-instance=$(REGRESS_OUTDIR)/tmp_instance \
 	--outputdir=$(REGRESS_OUTDIR) --inputdir=$(CURDIR)
 
+# Isolation tests (specs/*.spec): what two sessions can do at once, on their own instance.
+ISOLATION = silver_concurrent
+ISOLATION_OPTS = --temp-config=$(REGRESS_CONF) --temp-instance=$(REGRESS_OUTDIR)/tmp_instance_isolation \
+	--outputdir=$(REGRESS_OUTDIR)/isolation --inputdir=$(CURDIR)
+
 EXTRA_CLEAN = results-regress
 
 # --- lakehouse-producer (begin)
