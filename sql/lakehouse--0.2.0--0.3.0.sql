@@ -699,12 +699,13 @@ BEGIN
   DELETE FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) t.name;
   DELETE FROM lakehouse.silver_late l WHERE l.silver OPERATOR(pg_catalog.=) t.name;
   DELETE FROM lakehouse.silver_rejects r WHERE r.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_progress p WHERE p.silver OPERATOR(pg_catalog.=) t.name;
   IF drop_data THEN
     EXECUTE pg_catalog.format('DROP TABLE IF EXISTS silver.%I', t.name);
   END IF;
 END $$;
 COMMENT ON FUNCTION lakehouse.drop_silver(text, boolean) IS
-  'forgets a silver declaration (its cursor, late rows and rejects); drops silver.<name> too when drop_data';
+  'forgets a silver declaration (its cursor, progress, late rows and rejects); drops silver.<name> too when drop_data';
 
 -- Administration: lakehouse_admin runs the silver calls; silver is readable by it.
 REVOKE ALL ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
@@ -741,6 +742,249 @@ END $$;
 COMMENT ON FUNCTION lakehouse.set_silver_continuous(text, boolean) IS
   'whether the silver worker keeps a silver table fresh by itself (on) or only refresh_silver() calls do (off)';
 
+-- ---------------------------------------------------------------------------------------
+-- The recentchange pipeline's sessions and gold, kept incrementally by a statement trigger
+-- on silver.edits: whatever inserts rows there (a pass, a replay) updates the sessions and
+-- the aggregate tables behind the gold views in the same statement, so gold always matches
+-- the silver rows it summarises. Times are bucketed in UTC.
+-- ---------------------------------------------------------------------------------------
+
+-- Per pass: the admitted rows in new_rows (a transition table).
+CREATE FUNCTION lakehouse._recentchange_on_admit()
+RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  gap interval := pg_catalog.current_setting('lakehouse.session_gap')::interval;
+  t lakehouse.silver_tables;
+  wm timestamptz;
+  olds silver.editor_sessions[];
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name = 'edits';
+  -- The watermark as this pass leaves it (new_rows may move the newest event time).
+  wm := GREATEST(t.max_event_time, (SELECT pg_catalog.max(n.event_time) FROM new_rows n))
+        - coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
+
+  -- Edits per minute and wiki.
+  INSERT INTO lakehouse.gold_minute AS g (minute, wiki, edits, new_pages, bot_edits, human_edits, bytes_added, bytes_removed)
+  SELECT pg_catalog.date_trunc('minute', n.event_time, 'UTC'), n.wiki, pg_catalog.count(*),
+         pg_catalog.count(*) FILTER (WHERE n.type = 'new'),
+         pg_catalog.count(*) FILTER (WHERE n.is_bot), pg_catalog.count(*) FILTER (WHERE NOT coalesce(n.is_bot, false)),
+         coalesce(pg_catalog.sum(GREATEST(n.d, 0)), 0), coalesce(pg_catalog.sum(GREATEST(-n.d, 0)), 0)
+    FROM (SELECT r.*, coalesce(r.length_new, 0) - coalesce(r.length_old, 0) AS d FROM new_rows r) n
+   WHERE n.wiki IS NOT NULL
+   GROUP BY 1, 2
+  ON CONFLICT (minute, wiki) DO UPDATE
+     SET edits = g.edits + excluded.edits,
+         new_pages = g.new_pages + excluded.new_pages,
+         bot_edits = g.bot_edits + excluded.bot_edits,
+         human_edits = g.human_edits + excluded.human_edits,
+         bytes_added = g.bytes_added + excluded.bytes_added,
+         bytes_removed = g.bytes_removed + excluded.bytes_removed;
+
+  -- Pages per hour: edits, and distinct editors counted exactly through a first-seen table.
+  WITH first_seen AS (
+         INSERT INTO lakehouse.gold_page_hour_editor (hour, wiki, title, user_name)
+         SELECT DISTINCT pg_catalog.date_trunc('hour', n.event_time, 'UTC'), n.wiki, n.title, n.user_name
+           FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL AND n.user_name IS NOT NULL
+         ON CONFLICT DO NOTHING
+         RETURNING hour, wiki, title),
+       e AS (SELECT pg_catalog.date_trunc('hour', n.event_time, 'UTC') AS hour, n.wiki, n.title, pg_catalog.count(*) AS edits
+               FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL GROUP BY 1, 2, 3),
+       f AS (SELECT x.hour, x.wiki, x.title, pg_catalog.count(*) AS editors FROM first_seen x GROUP BY 1, 2, 3)
+  INSERT INTO lakehouse.gold_page_hour AS g (hour, wiki, title, edits, editors)
+  SELECT e.hour, e.wiki, e.title, e.edits, coalesce(f.editors, 0)
+    FROM e LEFT JOIN f ON f.hour = e.hour AND f.wiki = e.wiki
+                      AND f.title = e.title
+  ON CONFLICT (hour, wiki, title) DO UPDATE
+     SET edits = g.edits + excluded.edits,
+         editors = g.editors + excluded.editors;
+
+  -- Editors per day: edits and the bot flag here; sessions below.
+  INSERT INTO lakehouse.gold_editor_day AS g (day, wiki, user_name, edits, sessions, is_bot)
+  SELECT (n.event_time AT TIME ZONE 'UTC')::date, n.wiki, n.user_name, pg_catalog.count(*), 0,
+         pg_catalog.bool_or(coalesce(n.is_bot, false))
+    FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL
+   GROUP BY 1, 2, 3
+  ON CONFLICT (day, wiki, user_name) DO UPDATE
+     SET edits = g.edits + excluded.edits, is_bot = g.is_bot OR excluded.is_bot;
+
+  -- Sessions. Every session of a touched (wiki, user) that lies within the gap of a new
+  -- edit is taken out and merged again with the new edits (gaps and islands: a new
+  -- session starts where an edit starts more than the gap after everything before it). A
+  -- late edit replayed into a closed session, or one that bridges two sessions, merges
+  -- them. Sessions farther than the gap from every new edit cannot change.
+  WITH keys AS (SELECT n.wiki, n.user_name,
+                       pg_catalog.min(n.event_time) - gap AS lo,
+                       pg_catalog.max(n.event_time) + gap AS hi
+                  FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL GROUP BY 1, 2),
+       gone AS (DELETE FROM silver.editor_sessions s USING keys k
+                WHERE s.wiki = k.wiki AND s.user_name = k.user_name
+                  AND s.session_start <= k.hi AND s.session_end >= k.lo
+               RETURNING s.*)
+  SELECT pg_catalog.array_agg(gone) INTO olds FROM gone;
+
+  WITH gone AS (SELECT * FROM unnest(coalesce(olds, '{}'))),
+       items AS (SELECT o.wiki, o.user_name, o.session_start AS s, o.session_end AS e, o.edits AS n, o.bytes_changed AS b FROM gone o
+                 UNION ALL
+                 SELECT n.wiki, n.user_name, n.event_time, n.event_time, 1,
+                        pg_catalog.abs(coalesce(n.length_new, 0) - coalesce(n.length_old, 0))
+                   FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL),
+       marked AS (SELECT i.*, CASE WHEN i.s >
+                                        (pg_catalog.max(i.e) OVER (PARTITION BY i.wiki, i.user_name ORDER BY i.s, i.e
+                                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                                         + gap)
+                                   THEN 1 ELSE 0 END AS brk
+                    FROM items i),
+       grouped AS (SELECT m.*, pg_catalog.sum(m.brk) OVER (PARTITION BY m.wiki, m.user_name ORDER BY m.s, m.e
+                                                           ROWS UNBOUNDED PRECEDING) AS grp
+                     FROM marked m),
+       merged AS (SELECT g.wiki, g.user_name, pg_catalog.min(g.s) AS s, pg_catalog.max(g.e) AS e,
+                         pg_catalog.sum(g.n) AS n, pg_catalog.sum(g.b) AS b
+                    FROM grouped g GROUP BY g.wiki, g.user_name, g.grp),
+       ins AS (INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
+               SELECT m.wiki, m.user_name, m.s, m.e, m.n, m.b, (m.e + gap) < wm
+                 FROM merged m
+               RETURNING *),
+       delta AS (SELECT (o.session_start AT TIME ZONE 'UTC')::date AS day, o.wiki, o.user_name, -1 AS k,
+                        pg_catalog.floor(pg_catalog.date_part('epoch', o.session_end - o.session_start))::bigint AS len,
+                        o.edits AS n
+                   FROM gone o
+                 UNION ALL
+                 SELECT (i.session_start AT TIME ZONE 'UTC')::date, i.wiki, i.user_name, 1,
+                        pg_catalog.floor(pg_catalog.date_part('epoch', i.session_end - i.session_start))::bigint,
+                        i.edits
+                   FROM ins i),
+       per_editor AS (INSERT INTO lakehouse.gold_editor_day AS g (day, wiki, user_name, edits, sessions, is_bot)
+                      SELECT d.day, d.wiki, d.user_name, 0, pg_catalog.sum(d.k), false FROM delta d GROUP BY 1, 2, 3
+                      ON CONFLICT (day, wiki, user_name) DO UPDATE SET sessions = g.sessions + excluded.sessions
+                      RETURNING 1)
+  INSERT INTO lakehouse.gold_session_length_day AS g (day, length_s, sessions, edits)
+  SELECT d.day, d.len, pg_catalog.sum(d.k), pg_catalog.sum(d.k * d.n) FROM delta d GROUP BY 1, 2
+  ON CONFLICT (day, length_s) DO UPDATE
+     SET sessions = g.sessions + excluded.sessions,
+         edits = g.edits + excluded.edits;
+
+  -- Sessions the watermark has passed (end + gap) are closed: no on-time edit can reach them.
+  UPDATE silver.editor_sessions s SET closed = true
+   WHERE NOT s.closed AND s.session_end < (wm - gap);
+  RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_on_admit() FROM PUBLIC;
+
+-- Sessions, the aggregate tables and the four gold views; called once by
+-- create_recentchange_pipeline() after silver.edits exists.
+CREATE FUNCTION lakehouse._recentchange_create_gold()
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  CREATE TABLE silver.editor_sessions (
+      wiki          text NOT NULL,
+      user_name     text NOT NULL,
+      session_start timestamptz NOT NULL,
+      session_end   timestamptz NOT NULL,
+      edits         integer NOT NULL,
+      bytes_changed bigint NOT NULL,
+      closed        boolean NOT NULL,
+      PRIMARY KEY (wiki, user_name, session_start));
+  CREATE INDEX editor_sessions_open ON silver.editor_sessions (session_end) WHERE NOT closed;
+  COMMENT ON TABLE silver.editor_sessions IS
+    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
+  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
+  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
+  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
+  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
+  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the watermark has passed session_end + session_gap: no on-time edit can extend it';
+
+  CREATE TABLE lakehouse.gold_minute (
+      minute timestamptz NOT NULL, wiki text NOT NULL, edits bigint NOT NULL, new_pages bigint NOT NULL,
+      bot_edits bigint NOT NULL, human_edits bigint NOT NULL, bytes_added bigint NOT NULL, bytes_removed bigint NOT NULL,
+      PRIMARY KEY (minute, wiki));
+  CREATE TABLE lakehouse.gold_page_hour (
+      hour timestamptz NOT NULL, wiki text NOT NULL, title text NOT NULL, edits bigint NOT NULL, editors bigint NOT NULL,
+      PRIMARY KEY (hour, wiki, title));
+  CREATE INDEX gold_page_hour_top ON lakehouse.gold_page_hour (hour, wiki, edits DESC);
+  CREATE TABLE lakehouse.gold_page_hour_editor (
+      hour timestamptz NOT NULL, wiki text NOT NULL, title text NOT NULL, user_name text NOT NULL,
+      PRIMARY KEY (hour, wiki, title, user_name));
+  CREATE TABLE lakehouse.gold_editor_day (
+      day date NOT NULL, wiki text NOT NULL, user_name text NOT NULL, edits bigint NOT NULL, sessions bigint NOT NULL,
+      is_bot boolean NOT NULL, PRIMARY KEY (day, wiki, user_name));
+  CREATE TABLE lakehouse.gold_session_length_day (
+      day date NOT NULL, length_s bigint NOT NULL, sessions bigint NOT NULL, edits bigint NOT NULL,
+      PRIMARY KEY (day, length_s));
+  COMMENT ON TABLE lakehouse.gold_minute IS 'behind gold.edits_per_minute; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_page_hour IS 'behind gold.top_pages_hourly; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_page_hour_editor IS 'who edited a page in an hour, so distinct editors stay exact';
+  COMMENT ON TABLE lakehouse.gold_editor_day IS 'behind gold.editor_activity_daily; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_session_length_day IS 'sessions per day and length in seconds, behind gold.session_stats_daily';
+
+  CREATE TRIGGER recentchange_gold AFTER INSERT ON silver.edits
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION lakehouse._recentchange_on_admit();
+
+  CREATE VIEW gold.edits_per_minute AS
+    SELECT g.minute, g.wiki, g.edits, g.new_pages, g.bot_edits, g.human_edits, g.bytes_added, g.bytes_removed
+      FROM lakehouse.gold_minute g;
+  COMMENT ON VIEW gold.edits_per_minute IS 'per minute (UTC) and wiki: edits and page creations in silver.edits';
+  COMMENT ON COLUMN gold.edits_per_minute.minute IS 'start of the minute, by event time';
+  COMMENT ON COLUMN gold.edits_per_minute.wiki IS 'wiki database name, such as enwiki';
+  COMMENT ON COLUMN gold.edits_per_minute.edits IS 'edits and page creations';
+  COMMENT ON COLUMN gold.edits_per_minute.new_pages IS 'page creations (type new)';
+  COMMENT ON COLUMN gold.edits_per_minute.bot_edits IS 'edits by accounts flagged as bots';
+  COMMENT ON COLUMN gold.edits_per_minute.human_edits IS 'edits by everyone else';
+  COMMENT ON COLUMN gold.edits_per_minute.bytes_added IS 'sum of length_new - length_old over edits that grew a page';
+  COMMENT ON COLUMN gold.edits_per_minute.bytes_removed IS 'sum of length_old - length_new over edits that shrank a page';
+
+  CREATE VIEW gold.top_pages_hourly AS
+    SELECT g.hour, g.wiki, g.title, g.edits, g.editors AS distinct_editors,
+           pg_catalog.rank() OVER (PARTITION BY g.hour, g.wiki ORDER BY g.edits DESC, g.editors DESC) AS rank
+      FROM lakehouse.gold_page_hour g;
+  COMMENT ON VIEW gold.top_pages_hourly IS 'per hour (UTC) and wiki: pages by edits; filter on hour (and rank) for a top list';
+  COMMENT ON COLUMN gold.top_pages_hourly.hour IS 'start of the hour, by event time';
+  COMMENT ON COLUMN gold.top_pages_hourly.wiki IS 'wiki database name';
+  COMMENT ON COLUMN gold.top_pages_hourly.title IS 'page title';
+  COMMENT ON COLUMN gold.top_pages_hourly.edits IS 'edits and creations of the page in the hour';
+  COMMENT ON COLUMN gold.top_pages_hourly.distinct_editors IS 'distinct users who edited it in the hour (exact)';
+  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour (ties share a rank)';
+
+  CREATE VIEW gold.editor_activity_daily AS
+    SELECT g.day, g.wiki, g.user_name, g.edits, g.sessions, g.is_bot FROM lakehouse.gold_editor_day g;
+  COMMENT ON VIEW gold.editor_activity_daily IS 'per day (UTC), wiki and user: edits, sessions started, bot flag';
+  COMMENT ON COLUMN gold.editor_activity_daily.day IS 'UTC day, by event time';
+  COMMENT ON COLUMN gold.editor_activity_daily.wiki IS 'wiki database name';
+  COMMENT ON COLUMN gold.editor_activity_daily.user_name IS 'user name (or IP address for anonymous edits)';
+  COMMENT ON COLUMN gold.editor_activity_daily.edits IS 'edits and page creations that day';
+  COMMENT ON COLUMN gold.editor_activity_daily.sessions IS 'editor sessions that started that day (open ones included)';
+  COMMENT ON COLUMN gold.editor_activity_daily.is_bot IS 'any edit that day came from a bot-flagged account';
+
+  CREATE VIEW gold.session_stats_daily AS
+    SELECT d.day, d.sessions, d.edits_per_session,
+           (SELECT l.length_s FROM (SELECT x.length_s, pg_catalog.sum(x.sessions) OVER (ORDER BY x.length_s) AS cum
+                                      FROM lakehouse.gold_session_length_day x
+                                     WHERE x.day = d.day AND x.sessions > 0) l
+             WHERE l.cum >= (0.5 * d.sessions) ORDER BY l.length_s LIMIT 1) AS median_length_s,
+           (SELECT l.length_s FROM (SELECT x.length_s, pg_catalog.sum(x.sessions) OVER (ORDER BY x.length_s) AS cum
+                                      FROM lakehouse.gold_session_length_day x
+                                     WHERE x.day = d.day AND x.sessions > 0) l
+             WHERE l.cum >= (0.9 * d.sessions) ORDER BY l.length_s LIMIT 1) AS p90_length_s
+      FROM (SELECT x.day, pg_catalog.sum(x.sessions) AS sessions,
+                   pg_catalog.round(pg_catalog.sum(x.edits)::numeric / NULLIF(pg_catalog.sum(x.sessions), 0), 2) AS edits_per_session
+              FROM lakehouse.gold_session_length_day x GROUP BY x.day) d
+     WHERE d.sessions > 0;
+  COMMENT ON VIEW gold.session_stats_daily IS 'per day (UTC): editor sessions started that day and their lengths (open sessions at their current length)';
+  COMMENT ON COLUMN gold.session_stats_daily.day IS 'UTC day of the sessions'' first edits';
+  COMMENT ON COLUMN gold.session_stats_daily.sessions IS 'sessions started that day';
+  COMMENT ON COLUMN gold.session_stats_daily.edits_per_session IS 'mean edits per session';
+  COMMENT ON COLUMN gold.session_stats_daily.median_length_s IS 'median session length in seconds (last edit - first edit; 0 for one edit), exact';
+  COMMENT ON COLUMN gold.session_stats_daily.p90_length_s IS '90th percentile of session length in seconds, exact';
+
+  GRANT SELECT ON gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily,
+                  gold.session_stats_daily TO PUBLIC;
+  GRANT SELECT ON silver.editor_sessions TO lakehouse_admin;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
+
 -- The Wikimedia pipeline that lakehouse ships, as one declaration over bronze.<stream>:
 -- silver.edits holds every edit and new-page event once, keyed by meta.id, timed by
 -- meta.dt. Idempotent: a second call for the same stream changes nothing.
@@ -760,6 +1004,10 @@ BEGIN
               HINT = 'One database holds one recentchange pipeline; drop it with lakehouse.drop_silver(''edits'') first.';
     END IF;
     RETURN;
+  END IF;
+  IF pg_catalog.to_regclass('silver.editor_sessions') IS NOT NULL OR pg_catalog.to_regclass('gold.edits_per_minute') IS NOT NULL THEN
+    RAISE EXCEPTION 'silver.editor_sessions or the gold views exist from an earlier pipeline'
+      USING ERRCODE = 'duplicate_table', HINT = 'Remove it with lakehouse.drop_recentchange_pipeline() first.';
   END IF;
   PERFORM lakehouse.create_silver('edits', stream,
     ARRAY[lakehouse.silver_column('event_id', 'uuid', $e$(payload->'meta'->>'id')::uuid$e$),
@@ -788,11 +1036,30 @@ BEGIN
   COMMENT ON COLUMN silver.edits.length_new IS 'page length in bytes after the change';
   COMMENT ON COLUMN silver.edits.kafka_partition IS 'where the admitted copy sits in bronze: partition';
   COMMENT ON COLUMN silver.edits.kafka_offset IS 'where the admitted copy sits in bronze: offset';
+  PERFORM lakehouse._recentchange_create_gold();
 END $$;
 COMMENT ON FUNCTION lakehouse.create_recentchange_pipeline(text) IS
-  'declares the shipped Wikimedia recentchange pipeline over bronze.<stream>: silver.edits (idempotent)';
+  'declares the shipped Wikimedia recentchange pipeline over bronze.<stream>: silver.edits, silver.editor_sessions, the gold views (idempotent)';
+
+-- Removes what create_recentchange_pipeline() made, data included.
+CREATE FUNCTION lakehouse.drop_recentchange_pipeline()
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  DROP VIEW IF EXISTS gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily, gold.session_stats_daily;
+  DROP TABLE IF EXISTS lakehouse.gold_minute, lakehouse.gold_page_hour, lakehouse.gold_page_hour_editor,
+                       lakehouse.gold_editor_day, lakehouse.gold_session_length_day, silver.editor_sessions;
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) 'edits') THEN
+    PERFORM lakehouse.drop_silver('edits', true);
+  END IF;
+END $$;
+COMMENT ON FUNCTION lakehouse.drop_recentchange_pipeline() IS
+  'drops silver.edits, silver.editor_sessions, the gold views and their tables';
 
 REVOKE ALL ON FUNCTION lakehouse.set_silver_continuous(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION lakehouse.create_recentchange_pipeline(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.drop_recentchange_pipeline() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lakehouse.set_silver_continuous(text, boolean),
-                          lakehouse.create_recentchange_pipeline(text) TO lakehouse_admin;
+                          lakehouse.create_recentchange_pipeline(text),
+                          lakehouse.drop_recentchange_pipeline() TO lakehouse_admin;

@@ -167,7 +167,7 @@ SELECT lakehouse.set_silver_continuous('edits', false);
 SELECT continuous FROM lakehouse.silver_tables WHERE name = 'edits';
 SELECT lakehouse.set_silver_continuous('nosuch', false);
 SELECT rows_in, rows_out, filtered FROM lakehouse.refresh_silver('edits');
-SELECT lakehouse.drop_silver('edits', true);
+SELECT lakehouse.drop_recentchange_pipeline();
 DELETE FROM lakehouse.streams WHERE name = 's2';
 
 -- drop_silver forgets the declaration; the data stays unless asked.

@@ -1,0 +1,168 @@
+-- The recentchange pipeline: silver.edits, editor sessions and the gold marts, all kept
+-- incrementally by the silver pass. Checked against the same figures recomputed from
+-- silver.edits from scratch, after passes of random sizes over random events.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse;
+SET lakehouse.watermark = '2h';
+SET lakehouse.session_gap = '30min';
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('rc', 'no.such.topic', false);
+CREATE TABLE bronze.rc (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+-- One bronze batch of the given events (one partition), as the stream worker writes one.
+CREATE FUNCTION fake_batch(events jsonb[]) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  b bigint;
+  o bigint;
+BEGIN
+  SELECT coalesce(max(batch_id), 0) + 1 INTO b FROM lakehouse.stream_progress WHERE stream = 'rc';
+  SELECT coalesce(max(kafka_offset) + 1, 0) INTO o FROM bronze.rc;
+  INSERT INTO bronze.rc (kafka_partition, kafka_offset, payload, batch_id)
+  SELECT 0, o + i - 1, e, b FROM unnest(events) WITH ORDINALITY AS x(e, i);
+  INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters, first_offsets, last_offsets, started_at)
+  VALUES ('rc', b, cardinality(events), 0, 0, jsonb_build_object('0', o), jsonb_build_object('0', o + cardinality(events) - 1), now());
+END $$;
+-- A recentchange event: id n, minute m after 2026-01-01 10:00 UTC.
+CREATE FUNCTION rc(n integer, m numeric, usr text, title text DEFAULT 'Page', wiki text DEFAULT 'enwiki',
+                   typ text DEFAULT 'edit', bot boolean DEFAULT false, len_old integer DEFAULT 100,
+                   len_new integer DEFAULT 150) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object(
+    'meta', jsonb_build_object('id', format('00000000-0000-4000-8000-%s', lpad(n::text, 12, '0')),
+                               'dt', to_char((timestamptz '2026-01-01 10:00+00' + m * interval '1 min') AT TIME ZONE 'UTC',
+                                             'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+    'type', typ, 'wiki', wiki, 'title', title, 'user', usr, 'bot', bot, 'namespace', 0,
+    'length', jsonb_build_object('old', CASE WHEN typ = 'new' THEN NULL ELSE len_old END, 'new', len_new),
+    'revision', jsonb_build_object('old', n * 10, 'new', n * 10 + 1))
+$$;
+
+SELECT lakehouse.create_recentchange_pipeline('rc');
+SELECT lakehouse.set_silver_continuous('edits', false);
+
+-- Sessions: alice edits at 10:00 and 10:50 (two sessions: 50 min apart), then an edit at
+-- 10:25 arrives and bridges them into one. bob's edits exactly 30 minutes apart share a
+-- session; 31 minutes apart do not.
+SELECT fake_batch(ARRAY[rc(1, 0, 'alice'), rc(2, 50, 'alice'), rc(3, 0, 'bob'), rc(4, 30, 'bob'), rc(5, 61, 'bob')]);
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+SELECT user_name, session_start, session_end, edits, bytes_changed, closed FROM silver.editor_sessions ORDER BY 1, 2;
+SELECT fake_batch(ARRAY[rc(6, 25, 'alice', len_old => 150, len_new => 120)]);
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+SELECT user_name, session_start, session_end, edits, bytes_changed, closed FROM silver.editor_sessions ORDER BY 1, 2;
+-- The watermark moves 3 hours on: every session is closed.
+SELECT fake_batch(ARRAY[rc(7, 300, 'carol', typ => 'new', bot => true)]);
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+SELECT user_name, session_start, session_end, edits, closed FROM silver.editor_sessions ORDER BY 1, 2;
+-- A late edit replayed on purpose reopens nothing but merges into bob's closed session.
+SELECT fake_batch(ARRAY[rc(8, 45, 'bob')]);
+SELECT rows_in, rows_out, late_dropped FROM lakehouse.refresh_silver('edits');
+SELECT rows_in, rows_out FROM lakehouse.replay_late('edits', '2026-01-01', '2026-01-02');
+SELECT user_name, session_start, session_end, edits, closed FROM silver.editor_sessions ORDER BY 1, 2;
+
+-- The marts.
+SELECT * FROM gold.edits_per_minute ORDER BY minute, wiki;
+SELECT * FROM gold.top_pages_hourly ORDER BY hour, wiki, rank, title;
+SELECT * FROM gold.editor_activity_daily ORDER BY day, wiki, user_name;
+SELECT * FROM gold.session_stats_daily ORDER BY day;
+
+-- Random events in random batches and passes of random sizes, copies included; then
+-- everything is recomputed from silver.edits from scratch and compared.
+SELECT lakehouse.drop_recentchange_pipeline();
+TRUNCATE bronze.rc;
+DELETE FROM lakehouse.stream_progress WHERE stream = 'rc';
+SELECT lakehouse.create_recentchange_pipeline('rc');
+SELECT lakehouse.set_silver_continuous('edits', false);
+SET lakehouse.watermark = '10min';
+SELECT setseed(0.42);
+CREATE TEMP TABLE events AS
+  SELECT n, rc(n, round((random() * 600)::numeric, 2), 'user' || (random() * 6)::int, 'Page ' || (random() * 8)::int,
+               CASE WHEN random() < 0.7 THEN 'enwiki' ELSE 'dewiki' END,
+               CASE WHEN random() < 0.1 THEN 'new' WHEN random() < 0.1 THEN 'log' ELSE 'edit' END,
+               random() < 0.2, (random() * 1000)::int, (random() * 1000)::int) AS e
+    FROM generate_series(1, 600) n;
+-- Events arrive roughly in time order (shuffled locally), 10 % sent twice.
+DO $$
+DECLARE
+  evs jsonb[];
+  i integer := 0;
+  k integer;
+BEGIN
+  SELECT array_agg(e ORDER BY (e->'meta'->>'dt')::timestamptz + random() * interval '20 min') INTO evs
+    FROM (SELECT e FROM events UNION ALL SELECT e FROM events WHERE random() < 0.1) x;
+  WHILE i < cardinality(evs) LOOP
+    k := 1 + (random() * 40)::int;
+    PERFORM fake_batch(evs[i + 1 : i + k]);
+    i := i + k;
+    IF random() < 0.5 THEN
+      PERFORM lakehouse.refresh_silver('edits');
+    END IF;
+  END LOOP;
+  WHILE (SELECT rows_in FROM lakehouse.refresh_silver('edits')) > 0 LOOP
+  END LOOP;
+END $$;
+SELECT sum(rows_in) AS read, sum(rows_out) AS admitted, sum(duplicates_dropped) AS duplicates,
+       sum(late_dropped) AS late, sum(filtered) AS filtered, count(*) > 10 AS many_passes
+  FROM lakehouse.silver_progress WHERE silver = 'edits' AND kind = 'pass';
+-- The late ones replayed: late edits merge into sessions the watermark had closed.
+SELECT rows_in = rows_out + duplicates_dropped AS all_replayed, rows_out > 0 AS some_admitted FROM lakehouse.replay_late('edits', '2026-01-01', '2026-01-02');
+SELECT count(*) = count(DISTINCT event_id) AS each_event_once,
+       count(*) = (SELECT count(*) FROM events WHERE e->>'type' IN ('edit', 'new')) AS every_event
+  FROM silver.edits;
+
+-- Sessions from scratch: gaps and islands over all of silver.edits.
+CREATE TEMP VIEW sessions_from_scratch AS
+  SELECT wiki, user_name, min(event_time) AS session_start, max(event_time) AS session_end, count(*) AS edits,
+         sum(abs(coalesce(length_new, 0) - coalesce(length_old, 0))) AS bytes_changed
+    FROM (SELECT *, sum(brk) OVER (PARTITION BY wiki, user_name ORDER BY event_time, event_id) AS grp
+            FROM (SELECT *, CASE WHEN event_time > lag(event_time) OVER (PARTITION BY wiki, user_name ORDER BY event_time, event_id)
+                                                   + interval '30 min' THEN 1 ELSE 0 END AS brk
+                    FROM silver.edits) a) b
+   GROUP BY wiki, user_name, grp;
+SELECT count(*) AS sessions,
+       (SELECT count(*) FROM ((SELECT wiki, user_name, session_start, session_end, edits, bytes_changed FROM silver.editor_sessions
+                               EXCEPT SELECT * FROM sessions_from_scratch)
+                              UNION ALL
+                              (SELECT * FROM sessions_from_scratch
+                               EXCEPT SELECT wiki, user_name, session_start, session_end, edits, bytes_changed FROM silver.editor_sessions)) d)
+         AS differences
+  FROM silver.editor_sessions;
+
+-- Each mart from scratch.
+SELECT count(*) AS minutes, (SELECT count(*) FROM (
+  (SELECT * FROM gold.edits_per_minute
+   EXCEPT
+   SELECT date_trunc('minute', event_time, 'UTC'), wiki, count(*), count(*) FILTER (WHERE type = 'new'),
+          count(*) FILTER (WHERE is_bot), count(*) FILTER (WHERE NOT is_bot),
+          sum(GREATEST(coalesce(length_new, 0) - coalesce(length_old, 0), 0)),
+          sum(GREATEST(coalesce(length_old, 0) - coalesce(length_new, 0), 0))
+     FROM silver.edits GROUP BY 1, 2)) d) AS differences
+  FROM gold.edits_per_minute;
+SELECT count(*) AS page_hours, (SELECT count(*) FROM (
+  (SELECT hour, wiki, title, edits, distinct_editors, rank FROM gold.top_pages_hourly
+   EXCEPT
+   SELECT *, rank() OVER (PARTITION BY hour, wiki ORDER BY edits DESC, editors DESC)
+     FROM (SELECT date_trunc('hour', event_time, 'UTC') AS hour, wiki, title, count(*) AS edits, count(DISTINCT user_name) AS editors
+             FROM silver.edits GROUP BY 1, 2, 3) x)) d) AS differences
+  FROM gold.top_pages_hourly;
+SELECT count(*) AS editor_days, (SELECT count(*) FROM (
+  (SELECT * FROM gold.editor_activity_daily
+   EXCEPT
+   SELECT e.day, e.wiki, e.user_name, e.edits, coalesce(s.sessions, 0), e.is_bot
+     FROM (SELECT (event_time AT TIME ZONE 'UTC')::date AS day, wiki, user_name, count(*) AS edits, bool_or(is_bot) AS is_bot
+             FROM silver.edits GROUP BY 1, 2, 3) e
+     LEFT JOIN (SELECT (session_start AT TIME ZONE 'UTC')::date AS day, wiki, user_name, count(*) AS sessions
+                  FROM sessions_from_scratch GROUP BY 1, 2, 3) s USING (day, wiki, user_name))) d) AS differences
+  FROM gold.editor_activity_daily;
+SELECT g.sessions = s.sessions AND g.edits_per_session = s.eps AND g.median_length_s = s.med AND g.p90_length_s = s.p90
+         AS session_stats_match
+  FROM gold.session_stats_daily g,
+       (SELECT count(*) AS sessions, round(sum(edits)::numeric / count(*), 2) AS eps,
+               percentile_disc(0.5) WITHIN GROUP (ORDER BY floor(extract(epoch FROM session_end - session_start))) AS med,
+               percentile_disc(0.9) WITHIN GROUP (ORDER BY floor(extract(epoch FROM session_end - session_start))) AS p90
+          FROM sessions_from_scratch) s;
+
+DROP VIEW sessions_from_scratch;
+SELECT lakehouse.drop_recentchange_pipeline();
+SELECT count(*) AS gold_views_left FROM pg_views WHERE schemaname = 'gold';
+DROP FUNCTION fake_batch(jsonb[]), rc(integer, numeric, text, text, text, text, boolean, integer, integer);
+DROP EXTENSION lakehouse CASCADE;
