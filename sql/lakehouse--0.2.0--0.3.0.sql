@@ -47,7 +47,9 @@ CREATE TABLE lakehouse.silver_progress (
     late_dropped        bigint NOT NULL,
     invalid             bigint NOT NULL,
     filtered            bigint NOT NULL,
+    watermark_before    timestamptz,        -- at the start of the pass
     watermark           timestamptz,        -- after the pass: newest event time - watermark
+    min_admitted        timestamptz,        -- oldest event time the pass admitted
     started_at          timestamptz NOT NULL,
     committed_at        timestamptz NOT NULL,
     PRIMARY KEY (silver, pass_id)
@@ -296,7 +298,8 @@ BEGIN
   EXECUTE pg_catalog.format($f$
     CREATE FUNCTION %1$s(lh_rows %2$s[], lh_max timestamptz, lh_delay interval, lh_check_late boolean,
                          lh_pass bigint, OUT n_in bigint, OUT n_filtered bigint, OUT n_invalid bigint,
-                         OUT n_out bigint, OUT n_dup bigint, OUT n_late bigint, OUT new_max timestamptz)
+                         OUT n_out bigint, OUT n_dup bigint, OUT n_late bigint, OUT new_max timestamptz,
+                         OUT min_admitted timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $body$
@@ -323,7 +326,7 @@ BEGIN
       ins AS (INSERT INTO silver.%5$I (%6$s kafka_partition, kafka_offset)
               SELECT %7$s j.lh_partition, j.lh_offset FROM judged j WHERE NOT j.lh_late
                ORDER BY j.lh_batch, j.lh_partition, j.lh_offset
-              ON CONFLICT DO NOTHING RETURNING 1),
+              ON CONFLICT DO NOTHING RETURNING %4$s AS t),
       late AS (SELECT j.* FROM judged j
                 WHERE j.lh_late
                   AND NOT EXISTS (SELECT 1 FROM silver.%5$I s WHERE s.%4$s = j.%4$s %8$s)
@@ -336,8 +339,8 @@ BEGIN
       SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
              (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
              (SELECT count(*) FROM judged) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
-             (SELECT count(*) FROM rec_late), (SELECT max(valid.%4$s) FROM valid)
-        INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, new_max;
+             (SELECT count(*) FROM rec_late), (SELECT max(valid.%4$s) FROM valid), (SELECT min(ins.t) FROM ins)
+        INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, new_max, min_admitted;
     END $body$ $f$,
     admit_fn, rowtype, t.partition_interval, tcol, t.name, ins_cols, j_cols,
     key_match_s, key_match_o);
@@ -594,10 +597,11 @@ BEGIN
      SET last_batch_id = upto, last_batch_committed_at = upto_at, max_event_time = newest, last_pass_id = pass
    WHERE s.name OPERATOR(pg_catalog.=) t.name;
   INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, first_batch_id, last_batch_id, rows_in, rows_out,
-                                         duplicates_dropped, late_dropped, invalid, filtered, watermark,
-                                         started_at, committed_at)
+                                         duplicates_dropped, late_dropped, invalid, filtered, watermark_before,
+                                         watermark, min_admitted, started_at, committed_at)
   VALUES (t.name, pass, 'pass', first_b, upto, c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
-          newest OPERATOR(pg_catalog.-) delay, started, pg_catalog.clock_timestamp());
+          t.max_event_time OPERATOR(pg_catalog.-) delay, newest OPERATOR(pg_catalog.-) delay, c.min_admitted,
+          started, pg_catalog.clock_timestamp());
   res := ROW(t.name, pass, 'pass', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
              newest OPERATOR(pg_catalog.-) delay);
   RETURN res;
@@ -671,9 +675,11 @@ BEGIN
      AND l.kafka_offset OPERATOR(pg_catalog.=) r.o;
   UPDATE lakehouse.silver_tables s SET last_pass_id = pass WHERE s.name OPERATOR(pg_catalog.=) t.name;
   INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, rows_in, rows_out, duplicates_dropped,
-                                         late_dropped, invalid, filtered, watermark, started_at, committed_at)
+                                         late_dropped, invalid, filtered, watermark_before, watermark, min_admitted,
+                                         started_at, committed_at)
   VALUES (t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
-          t.max_event_time OPERATOR(pg_catalog.-) delay, started, pg_catalog.clock_timestamp());
+          t.max_event_time OPERATOR(pg_catalog.-) delay, t.max_event_time OPERATOR(pg_catalog.-) delay, c.min_admitted,
+          started, pg_catalog.clock_timestamp());
   res := ROW(t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
              t.max_event_time OPERATOR(pg_catalog.-) delay);
   RETURN res;
@@ -1063,3 +1069,341 @@ REVOKE ALL ON FUNCTION lakehouse.drop_recentchange_pipeline() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lakehouse.set_silver_continuous(text, boolean),
                           lakehouse.create_recentchange_pipeline(text),
                           lakehouse.drop_recentchange_pipeline() TO lakehouse_admin;
+
+-- ---------------------------------------------------------------------------------------
+-- Asset checks. run_checks() returns one row per check and appends them to check_results.
+-- Each check reads a bounded amount: new passes and batches since it last passed (its
+-- position in check_state), a recent window of event time, or catalog entries; none scans
+-- a whole bronze or silver table on every run. passed is NULL for a skipped check.
+-- ---------------------------------------------------------------------------------------
+CREATE SEQUENCE lakehouse.check_runs;
+CREATE TYPE lakehouse.check_outcome AS (passed boolean, detail text);
+CREATE TABLE lakehouse.check_results (
+    run_id      bigint NOT NULL,
+    checked_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    check_name  text NOT NULL,
+    passed      boolean,                  -- NULL: skipped (detail says why)
+    detail      text,
+    PRIMARY KEY (run_id, check_name)
+);
+CREATE INDEX check_results_by_time ON lakehouse.check_results (checked_at);
+-- Where an incremental check stands: checked up to position (an offset, a pass, a batch).
+CREATE TABLE lakehouse.check_state (
+    check_name      text NOT NULL,
+    kafka_partition integer NOT NULL,     -- -1 when the position is not per partition
+    position        bigint NOT NULL,
+    PRIMARY KEY (check_name, kafka_partition)
+);
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_results', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_state', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_runs', '');
+
+-- Bronze holds every offset once: its primary key is valid, and per partition every offset
+-- from where the check last stood to next_offset is a bronze row or a dead letter (the
+-- producers lakehouse expects are idempotent, not transactional: their offsets have no
+-- gaps), and no row sits at or past next_offset.
+CREATE FUNCTION lakehouse._check_bronze_offsets(s lakehouse.streams, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cname text := 'bronze_offsets_once:' || s.name;
+  o record;
+  from_off bigint;
+  n_rows bigint;
+  n_dead bigint;
+  beyond bigint;
+  problems text[] := '{}';
+  checked bigint := 0;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = pg_catalog.to_regclass(pg_catalog.format('bronze.%I', s.name))
+                    AND i.indisprimary AND i.indisunique AND i.indisvalid) THEN
+    passed := false;
+    detail := pg_catalog.format('bronze.%s has no valid primary key on (kafka_partition, kafka_offset)', s.name);
+    RETURN;
+  END IF;
+  FOR o IN SELECT f.kafka_partition, f.next_offset, c.position
+             FROM lakehouse.offsets f
+             LEFT JOIN lakehouse.check_state c ON c.check_name = cname AND c.kafka_partition = f.kafka_partition
+            WHERE f.stream = s.name ORDER BY f.kafka_partition LOOP
+    from_off := o.position;
+    IF from_off IS NULL THEN
+      EXECUTE pg_catalog.format('SELECT LEAST((SELECT min(b.kafka_offset) FROM bronze.%I b WHERE b.kafka_partition = $1),
+                                              (SELECT min(d.kafka_offset) FROM lakehouse.dead_letters d
+                                                WHERE d.stream = $2 AND d.kafka_partition = $1))', s.name)
+        INTO from_off USING o.kafka_partition, s.name;
+      from_off := coalesce(from_off, o.next_offset);
+    END IF;
+    EXECUTE pg_catalog.format('SELECT (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $2 AND b.kafka_offset < $3),
+                                      (SELECT count(*) FROM lakehouse.dead_letters d WHERE d.stream = $4 AND d.kafka_partition = $1
+                                          AND d.kafka_offset >= $2 AND d.kafka_offset < $3),
+                                      (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $3)', s.name)
+      INTO n_rows, n_dead, beyond USING o.kafka_partition, from_off, o.next_offset, s.name;
+    checked := checked + (o.next_offset - from_off);
+    IF n_rows + n_dead <> o.next_offset - from_off THEN
+      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters, not %s',
+                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, o.next_offset - from_off);
+    ELSIF beyond > 0 THEN
+      problems := problems || pg_catalog.format('partition %s: %s rows at or past next_offset %s',
+                                                o.kafka_partition, beyond, o.next_offset);
+    ELSE
+      INSERT INTO lakehouse.check_state AS c (check_name, kafka_partition, position)
+      VALUES (cname, o.kafka_partition, o.next_offset)
+      ON CONFLICT (check_name, kafka_partition) DO UPDATE SET position = excluded.position;
+    END IF;
+  END LOOP;
+  passed := pg_catalog.cardinality(problems) = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row or a dead letter once', checked)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $$;
+
+-- Bronze agrees with the broker: per partition, next_offset is within the broker's
+-- [low, high] and every partition of the topic is tracked. Skipped when the broker does not
+-- answer within 2 s.
+CREATE FUNCTION lakehouse._check_bronze_broker(s lakehouse.streams, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  w record;
+  answered boolean := false;
+  problems text[] := '{}';
+  lag bigint := 0;
+  o lakehouse.offsets;
+BEGIN
+  FOR w IN SELECT * FROM lakehouse._watermarks_or_nothing(s.topic, s.brokers) ORDER BY 1 LOOP
+    answered := true;
+    SELECT * INTO o FROM lakehouse.offsets f WHERE f.stream = s.name AND f.kafka_partition = w.partition;
+    IF NOT FOUND THEN
+      problems := problems || pg_catalog.format('partition %s is not tracked', w.partition);
+    ELSIF o.next_offset > w.high THEN
+      problems := problems || pg_catalog.format('partition %s: next_offset %s is past the broker''s high watermark %s',
+                                                w.partition, o.next_offset, w.high);
+    ELSIF o.next_offset < w.low AND o.error IS NULL THEN
+      problems := problems || pg_catalog.format('partition %s: next_offset %s is below the broker''s low watermark %s (records gone before they were read)',
+                                                w.partition, o.next_offset, w.low);
+    ELSE
+      lag := lag + (w.high - o.next_offset);
+    END IF;
+  END LOOP;
+  IF NOT answered THEN
+    passed := NULL;
+    detail := pg_catalog.format('skipped: the brokers gave no watermarks for topic %s within 2 s (down, unreachable, or no such topic)', s.topic);
+    RETURN;
+  END IF;
+  passed := pg_catalog.cardinality(problems) = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('every partition within the broker''s offsets; %s messages not yet in bronze', lag)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $$;
+
+-- Silver holds every key once: its unique index on (event time, key) is valid on the table
+-- and every partition, and no key appears twice in the last hour behind the watermark and
+-- everything after it (copies of one event share its event time; this window catches
+-- copies whose time differs a little).
+CREATE FUNCTION lakehouse._check_silver_keys(t lakehouse.silver_tables, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  bad_indexes bigint;
+  dups bigint;
+  since timestamptz;
+BEGIN
+  SELECT pg_catalog.count(*) INTO bad_indexes
+    FROM pg_catalog.pg_partition_tree(pg_catalog.format('silver.%I', t.name)::regclass) p
+    LEFT JOIN pg_catalog.pg_index i ON i.indrelid = p.relid AND i.indisprimary
+   WHERE i.indexrelid IS NULL OR NOT (i.indisunique AND i.indisvalid);
+  since := t.max_event_time - coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval) - interval '1 hour';
+  EXECUTE pg_catalog.format('SELECT count(*) FROM (SELECT 1 FROM silver.%I WHERE %I >= $1 GROUP BY %s HAVING count(*) > 1) d',
+                            t.name, t.event_time,
+                            (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(k), ', ') FROM unnest(t.key) k))
+    INTO dups USING since;
+  passed := bad_indexes = 0 AND dups = 0;
+  detail := CASE WHEN bad_indexes > 0 THEN pg_catalog.format('%s tables of silver.%s lack a valid unique key', bad_indexes, t.name)
+                 WHEN dups > 0 THEN pg_catalog.format('%s keys appear more than once in silver.%s since %s', dups, t.name, since)
+                 ELSE pg_catalog.format('unique key valid on every partition; no key twice since %s', since) END;
+END $$;
+
+-- Silver read every bronze row once and admitted nothing behind the watermark: for the
+-- passes since the check last passed, each pass's counts balance (rows_in = filtered +
+-- invalid + rows_out + duplicates + late), no pass admitted an event time behind the
+-- watermark it started with (replays excepted: they admit late rows on purpose), and the
+-- passes' rows_in add up to the bronze rows of the batches they covered.
+CREATE FUNCTION lakehouse._check_silver_passes(t lakehouse.silver_tables, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cname text := 'silver_passes:' || t.name;
+  from_pass bigint;
+  upto_pass bigint;
+  n_passes bigint;
+  unbalanced bigint;
+  behind bigint;
+  read_rows bigint;
+  first_b bigint;
+  last_b bigint;
+  bronze_rows bigint;
+  problems text[] := '{}';
+BEGIN
+  SELECT c.position INTO from_pass FROM lakehouse.check_state c WHERE c.check_name = cname AND c.kafka_partition = -1;
+  from_pass := coalesce(from_pass, 0);
+  SELECT pg_catalog.max(p.pass_id), pg_catalog.count(*),
+         pg_catalog.count(*) FILTER (WHERE p.rows_in <> p.filtered + p.invalid + p.rows_out + p.duplicates_dropped + p.late_dropped),
+         pg_catalog.count(*) FILTER (WHERE p.kind = 'pass' AND p.min_admitted < p.watermark_before),
+         coalesce(pg_catalog.sum(p.rows_in) FILTER (WHERE p.kind = 'pass'), 0),
+         pg_catalog.min(p.first_batch_id), pg_catalog.max(p.last_batch_id)
+    INTO upto_pass, n_passes, unbalanced, behind, read_rows, first_b, last_b
+    FROM lakehouse.silver_progress p WHERE p.silver = t.name AND p.pass_id > from_pass;
+  IF unbalanced > 0 THEN
+    problems := problems || pg_catalog.format('%s passes whose counts do not add up to rows_in', unbalanced);
+  END IF;
+  IF behind > 0 THEN
+    problems := problems || pg_catalog.format('%s passes admitted an event time behind their starting watermark', behind);
+  END IF;
+  IF first_b IS NOT NULL THEN
+    EXECUTE pg_catalog.format($q$
+      WITH b AS (SELECT p.first_offsets, p.last_offsets FROM lakehouse.stream_progress p
+                  WHERE p.stream = $1 AND p.batch_id BETWEEN $2 AND $3),
+           f AS (SELECT e.key::integer AS k, pg_catalog.min(e.value::bigint) AS v FROM b, pg_catalog.jsonb_each_text(b.first_offsets) e GROUP BY 1),
+           l AS (SELECT e.key::integer AS k, pg_catalog.max(e.value::bigint) AS v FROM b, pg_catalog.jsonb_each_text(b.last_offsets) e GROUP BY 1)
+      SELECT coalesce(pg_catalog.sum((SELECT count(*) FROM bronze.%I x
+                                       WHERE x.kafka_partition = f.k AND x.kafka_offset BETWEEN f.v AND l.v
+                                         AND x.batch_id BETWEEN $2 AND $3)), 0)
+        FROM f JOIN l ON l.k = f.k$q$, t.stream)
+      INTO bronze_rows USING t.stream, first_b, last_b;
+    IF bronze_rows <> read_rows THEN
+      problems := problems || pg_catalog.format('bronze batches %s to %s hold %s rows; the passes read %s', first_b, last_b, bronze_rows, read_rows);
+    END IF;
+  END IF;
+  passed := pg_catalog.cardinality(problems) = 0;
+  IF passed AND upto_pass IS NOT NULL THEN
+    INSERT INTO lakehouse.check_state (check_name, kafka_partition, position) VALUES (cname, -1, upto_pass)
+    ON CONFLICT (check_name, kafka_partition) DO UPDATE SET position = excluded.position;
+  END IF;
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new passes: counts balance, %s bronze rows read once, none admitted behind the watermark',
+                                                    n_passes, read_rows)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $$;
+
+-- Silver is fresh: no committed bronze batch has waited longer than the bound.
+CREATE FUNCTION lakehouse._check_silver_freshness(t lakehouse.silver_tables, bound interval, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  oldest timestamptz;
+  waiting bigint;
+BEGIN
+  SELECT pg_catalog.min(p.committed_at), pg_catalog.count(*) INTO oldest, waiting
+    FROM lakehouse.stream_progress p WHERE p.stream = t.stream AND p.batch_id > t.last_batch_id;
+  passed := oldest IS NULL OR pg_catalog.clock_timestamp() - oldest <= bound;
+  detail := CASE WHEN oldest IS NULL THEN 'caught up with bronze'
+                 ELSE pg_catalog.format('%s bronze batches waiting, the oldest committed %s ago (bound %s)%s', waiting,
+                                        pg_catalog.date_trunc('second', pg_catalog.clock_timestamp() - oldest), bound,
+                                        CASE WHEN NOT t.continuous THEN '; continuous refresh is off' ELSE '' END) END;
+END $$;
+
+-- Gold reconciles with silver: over the last two hours of event time, the minute and
+-- page-hour aggregates equal the same figures computed from silver.edits.
+CREATE FUNCTION lakehouse._check_gold(OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  since timestamptz;
+  bad_minutes bigint;
+  bad_pages bigint;
+BEGIN
+  SELECT pg_catalog.date_trunc('hour', t.max_event_time, 'UTC') - interval '1 hour' INTO since
+    FROM lakehouse.silver_tables t WHERE t.name = 'edits';
+  IF since IS NULL THEN
+    passed := true;
+    detail := 'silver.edits is empty';
+    RETURN;
+  END IF;
+  SELECT pg_catalog.count(*) INTO bad_minutes FROM (
+    SELECT s.* FROM (SELECT pg_catalog.date_trunc('minute', e.event_time, 'UTC') AS minute, e.wiki, pg_catalog.count(*) AS edits,
+                            pg_catalog.count(*) FILTER (WHERE e.type = 'new') AS new_pages,
+                            pg_catalog.count(*) FILTER (WHERE e.is_bot) AS bot_edits
+                       FROM silver.edits e WHERE e.event_time >= since AND e.wiki IS NOT NULL GROUP BY 1, 2) s
+    FULL JOIN (SELECT g.minute, g.wiki, g.edits, g.new_pages, g.bot_edits FROM lakehouse.gold_minute g WHERE g.minute >= since) g
+      ON g.minute = s.minute AND g.wiki = s.wiki
+   WHERE (s.edits, s.new_pages, s.bot_edits) IS DISTINCT FROM (g.edits, g.new_pages, g.bot_edits)) d;
+  SELECT pg_catalog.count(*) INTO bad_pages FROM (
+    SELECT 1 FROM (SELECT pg_catalog.date_trunc('hour', e.event_time, 'UTC') AS hour, e.wiki, e.title, pg_catalog.count(*) AS edits,
+                          pg_catalog.count(DISTINCT e.user_name) AS editors
+                     FROM silver.edits e WHERE e.event_time >= since AND e.wiki IS NOT NULL AND e.title IS NOT NULL GROUP BY 1, 2, 3) s
+    FULL JOIN (SELECT g.hour, g.wiki, g.title, g.edits, g.editors FROM lakehouse.gold_page_hour g WHERE g.hour >= since) g
+      ON g.hour = s.hour AND g.wiki = s.wiki AND g.title = s.title
+   WHERE (s.edits, s.editors) IS DISTINCT FROM (g.edits, g.editors)) d;
+  passed := bad_minutes = 0 AND bad_pages = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('edits per minute and per page-hour match silver.edits since %s', since)
+                 ELSE pg_catalog.format('since %s: %s (minute, wiki) and %s (hour, page) aggregates differ from silver.edits',
+                                        since, bad_minutes, bad_pages) END;
+END $$;
+
+-- No temporary tables here: a SECURITY DEFINER function must not use objects the caller
+-- can make (a temporary table with a trigger would run the caller's code as its owner).
+CREATE FUNCTION lakehouse.run_checks(freshness_bound interval DEFAULT '5 minutes')
+RETURNS TABLE (check_name text, passed boolean, detail text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  run bigint := pg_catalog.nextval('lakehouse.check_runs');
+  s lakehouse.streams;
+  t lakehouse.silver_tables;
+  names text[] := '{}';
+  results lakehouse.check_outcome[] := '{}';
+  r record;
+BEGIN
+  -- One run at a time: the incremental checks move their positions.
+  PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('lakehouse.run_checks'));
+  FOR s IN SELECT * FROM lakehouse.streams x WHERE pg_catalog.to_regclass(pg_catalog.format('bronze.%I', x.name)) IS NOT NULL
+            ORDER BY x.name LOOP
+    names := names || ('bronze_offsets_once:' || s.name);
+    r := lakehouse._check_bronze_offsets(s);
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+    names := names || ('bronze_matches_broker:' || s.name);
+    r := lakehouse._check_bronze_broker(s);
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+  END LOOP;
+  FOR t IN SELECT * FROM lakehouse.silver_tables x ORDER BY x.name LOOP
+    names := names || ('silver_keys_once:' || t.name);
+    r := lakehouse._check_silver_keys(t);
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+    names := names || ('silver_passes:' || t.name);
+    r := lakehouse._check_silver_passes(t);
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+    names := names || ('silver_freshness:' || t.name);
+    r := lakehouse._check_silver_freshness(t, freshness_bound);
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+  END LOOP;
+  IF pg_catalog.to_regclass('lakehouse.gold_minute') IS NOT NULL THEN
+    names := names || 'gold_reconciles:edits'::text;
+    r := lakehouse._check_gold();
+    results := results || ROW(r.passed, r.detail)::lakehouse.check_outcome;
+  END IF;
+  FOR i IN 1 .. pg_catalog.cardinality(names) LOOP
+    r := results[i];
+    INSERT INTO lakehouse.check_results (run_id, check_name, passed, detail) VALUES (run, names[i], r.passed, r.detail);
+    check_name := names[i];
+    passed := r.passed;
+    detail := r.detail;
+    RETURN NEXT;
+  END LOOP;
+END $$;
+COMMENT ON FUNCTION lakehouse.run_checks(interval) IS
+  'asset checks of every stream, silver table and the gold marts: (check_name, passed, detail), also appended to lakehouse.check_results; passed is NULL when a check was skipped';
+
+REVOKE ALL ON FUNCTION lakehouse._check_bronze_offsets(lakehouse.streams) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._check_bronze_broker(lakehouse.streams) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._check_silver_keys(lakehouse.silver_tables) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._check_silver_passes(lakehouse.silver_tables) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._check_silver_freshness(lakehouse.silver_tables, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._check_gold() FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.run_checks(interval) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lakehouse.run_checks(interval) TO lakehouse_admin;
+GRANT SELECT ON lakehouse.check_results, lakehouse.check_state TO lakehouse_admin;

@@ -1,0 +1,117 @@
+-- Asset checks: each one passes on good data and fails when the data is broken on purpose.
+-- The stream's topic does not exist on the broker: the broker check is skipped.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse;
+SET lakehouse.watermark = '10min';
+SET lakehouse.request_timeout = '1s';
+-- The scratch broker (scripts/test sets regress.brokers), asked about a topic it does not have.
+INSERT INTO lakehouse.streams (name, topic, brokers, enabled) VALUES ('rc', 'no.such.topic', current_setting('regress.brokers'), false);
+INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ('rc', 0, 0);
+CREATE TABLE bronze.rc (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+-- One bronze batch, written as the stream worker writes one: rows, offsets, progress row.
+CREATE FUNCTION fake_batch(events jsonb[], committed timestamptz DEFAULT now()) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  b bigint;
+  o bigint;
+BEGIN
+  SELECT coalesce(max(batch_id), 0) + 1 INTO b FROM lakehouse.stream_progress WHERE stream = 'rc';
+  SELECT next_offset INTO o FROM lakehouse.offsets WHERE stream = 'rc' AND kafka_partition = 0;
+  INSERT INTO bronze.rc (kafka_partition, kafka_offset, payload, batch_id)
+  SELECT 0, o + i - 1, e, b FROM unnest(events) WITH ORDINALITY AS x(e, i);
+  UPDATE lakehouse.offsets SET next_offset = o + cardinality(events) WHERE stream = 'rc' AND kafka_partition = 0;
+  INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters, first_offsets, last_offsets,
+                                         started_at, committed_at)
+  VALUES ('rc', b, cardinality(events), 0, 0, jsonb_build_object('0', o), jsonb_build_object('0', o + cardinality(events) - 1),
+          committed, committed);
+END $$;
+CREATE FUNCTION rc(n integer, m integer, usr text DEFAULT 'alice', title text DEFAULT 'Page') RETURNS jsonb LANGUAGE sql AS $$
+  SELECT jsonb_build_object(
+    'meta', jsonb_build_object('id', format('00000000-0000-4000-8000-%s', lpad(n::text, 12, '0')),
+                               'dt', to_char((timestamptz '2020-01-01 10:00+00' + m * interval '1 min') AT TIME ZONE 'UTC',
+                                             'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
+    'type', 'edit', 'wiki', 'enwiki', 'title', title, 'user', usr, 'bot', false,
+    'length', jsonb_build_object('old', 10, 'new', 20), 'revision', jsonb_build_object('old', n, 'new', n + 1))
+$$;
+CREATE VIEW checks AS SELECT check_name, passed FROM lakehouse.run_checks();
+
+SELECT lakehouse.create_recentchange_pipeline('rc');
+SELECT lakehouse.set_silver_continuous('edits', false);
+SELECT fake_batch(ARRAY[rc(1, 0), rc(2, 1, 'bob'), rc(1, 0), rc(3, 2)]);
+SELECT fake_batch(ARRAY[rc(4, 3), rc(5, 4, 'bob', 'Other')]);
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+
+-- Everything passes; the broker check is skipped (NULL): the broker has no such topic.
+SELECT * FROM lakehouse.run_checks();
+SELECT run_id, count(*) FROM lakehouse.check_results GROUP BY 1;
+SELECT * FROM lakehouse.run_checks();
+
+-- bronze_offsets_once: a bronze row gone (a hole no dead letter explains), then a row past
+-- next_offset.
+SELECT fake_batch(ARRAY[rc(6, 5), rc(7, 6)]);
+DELETE FROM bronze.rc WHERE kafka_offset = 7;
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'bronze_offsets%' ORDER BY run_id DESC LIMIT 1;
+INSERT INTO lakehouse.dead_letters (stream, topic, kafka_partition, kafka_offset, reason, batch_id)
+VALUES ('rc', 'no.such.topic', 0, 7, 'test: a dead letter explains the offset', 3);
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+INSERT INTO bronze.rc (kafka_partition, kafka_offset, payload, batch_id) VALUES (0, 100, '{}', 99);
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+DELETE FROM bronze.rc WHERE kafka_offset = 100;
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+
+-- silver_passes: a pass that read fewer bronze rows than its batches hold, then a pass
+-- whose counts do not add up, then one that admitted a row behind its watermark.
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+SELECT * FROM checks WHERE check_name LIKE 'silver_passes%';
+SELECT fake_batch(ARRAY[rc(8, 7), rc(9, 8)]);
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+UPDATE lakehouse.silver_progress SET rows_in = rows_in - 1, filtered = filtered - 1 WHERE pass_id = (SELECT max(pass_id) FROM lakehouse.silver_progress);
+SELECT * FROM checks WHERE check_name LIKE 'silver_passes%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'silver_passes%' ORDER BY run_id DESC LIMIT 1;
+UPDATE lakehouse.silver_progress SET rows_in = rows_in + 1, filtered = filtered + 1 WHERE pass_id = (SELECT max(pass_id) FROM lakehouse.silver_progress);
+UPDATE lakehouse.silver_progress SET rows_out = rows_out + 1 WHERE pass_id = (SELECT max(pass_id) FROM lakehouse.silver_progress);
+SELECT * FROM checks WHERE check_name LIKE 'silver_passes%';
+UPDATE lakehouse.silver_progress SET rows_out = rows_out - 1, min_admitted = watermark_before - interval '1 min'
+ WHERE pass_id = (SELECT max(pass_id) FROM lakehouse.silver_progress);
+SELECT * FROM checks WHERE check_name LIKE 'silver_passes%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'silver_passes%' ORDER BY run_id DESC LIMIT 1;
+UPDATE lakehouse.silver_progress SET min_admitted = watermark_before WHERE pass_id = (SELECT max(pass_id) FROM lakehouse.silver_progress);
+SELECT * FROM checks WHERE check_name LIKE 'silver_passes%';
+
+-- silver_keys_once: the same event id with another event time, written past the trigger
+-- (as a bug would), so gold does not know it either.
+SET session_replication_role = replica;
+INSERT INTO silver.edits (event_id, event_time, wiki, type, kafka_partition, kafka_offset)
+SELECT event_id, event_time + interval '1 second', wiki, type, kafka_partition, kafka_offset FROM silver.edits WHERE title = 'Other';
+RESET session_replication_role;
+SELECT * FROM checks WHERE check_name LIKE 'silver_keys%' OR check_name LIKE 'gold%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'silver_keys%' ORDER BY run_id DESC LIMIT 1;
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'gold%' ORDER BY run_id DESC LIMIT 1;
+SET session_replication_role = replica;
+DELETE FROM silver.edits WHERE title IS NULL;
+RESET session_replication_role;
+SELECT * FROM checks WHERE check_name LIKE 'silver_keys%' OR check_name LIKE 'gold%';
+
+-- gold_reconciles: gold changed by hand.
+UPDATE lakehouse.gold_minute SET edits = edits + 1 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'gold%' ORDER BY run_id DESC LIMIT 1;
+UPDATE lakehouse.gold_minute SET edits = edits - 1 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+
+-- silver_freshness: a batch committed 10 minutes ago that no pass has read.
+SELECT fake_batch(ARRAY[rc(10, 9)], now() - interval '10 min');
+SELECT * FROM checks WHERE check_name LIKE 'silver_fresh%';
+SELECT detail ~ '^1 bronze batches waiting, the oldest committed 00:1\d:\d\d ago \(bound 00:05:00\); continuous refresh is off$' AS says_why
+  FROM lakehouse.check_results WHERE check_name LIKE 'silver_fresh%' ORDER BY run_id DESC LIMIT 1;
+SELECT passed FROM lakehouse.run_checks(freshness_bound => '1 hour') WHERE check_name LIKE 'silver_fresh%';
+SELECT rows_in FROM lakehouse.refresh_silver('edits');
+SELECT bool_and(passed) AS all_pass, count(*) FILTER (WHERE passed IS NULL) AS skipped FROM lakehouse.run_checks();
+
+DROP VIEW checks;
+SELECT lakehouse.drop_recentchange_pipeline();
+DROP FUNCTION fake_batch(jsonb[], timestamptz), rc(integer, integer, text, text);
+DROP EXTENSION lakehouse CASCADE;
