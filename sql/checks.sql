@@ -111,6 +111,32 @@ SELECT passed FROM lakehouse.run_checks(freshness_bound => '1 hour') WHERE check
 SELECT rows_in FROM lakehouse.refresh_silver('edits');
 SELECT bool_and(passed) AS all_pass, count(*) FILTER (WHERE passed IS NULL) AS skipped FROM lakehouse.run_checks();
 
+-- maintain(): history older than keep goes, except what silver and the worker still need
+-- (the batch under the silver cursor and after it, the newest batch); bronze retention
+-- removes only rows every silver table has read.
+UPDATE lakehouse.stream_progress SET committed_at = committed_at - interval '8 days';
+-- (the silver cursor remembers its batch's commit time: it moves with it)
+UPDATE lakehouse.silver_tables SET last_batch_committed_at = last_batch_committed_at - interval '8 days';
+UPDATE lakehouse.silver_progress SET committed_at = now() - interval '8 days' WHERE pass_id < 3;
+UPDATE lakehouse.check_results SET checked_at = now() - interval '8 days' WHERE run_id < 5;
+SELECT fake_batch(ARRAY[rc(11, 10), rc(12, 11)]);
+UPDATE bronze.rc SET ingested_at = now() - interval '3 days';
+SELECT (SELECT last_batch_id FROM lakehouse.silver_tables) AS silver_cursor,
+       (SELECT array_agg(batch_id ORDER BY batch_id) FROM lakehouse.stream_progress) AS batches,
+       (SELECT count(*) FROM bronze.rc) AS bronze_rows;
+SELECT * FROM lakehouse.maintain(bronze_retention => '2 days');
+SELECT (SELECT array_agg(batch_id ORDER BY batch_id) FROM lakehouse.stream_progress) AS batches_kept,
+       (SELECT array_agg(DISTINCT batch_id ORDER BY batch_id) FROM bronze.rc) AS bronze_batches_kept,
+       (SELECT min(pass_id) FROM lakehouse.silver_progress) AS first_pass_kept,
+       (SELECT min(run_id) FROM lakehouse.check_results) AS first_run_kept;
+SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+\set VERBOSITY terse
+SELECT * FROM lakehouse.maintain(keep => '1 minute');
+\set VERBOSITY default
+-- schedule() needs pg_cron in this database, and says how to get it.
+SELECT * FROM lakehouse.schedule();
+SELECT lakehouse.unschedule();
+
 DROP VIEW checks;
 SELECT lakehouse.drop_recentchange_pipeline();
 DROP FUNCTION fake_batch(jsonb[], timestamptz), rc(integer, integer, text, text);

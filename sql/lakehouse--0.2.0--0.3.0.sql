@@ -1407,3 +1407,162 @@ REVOKE ALL ON FUNCTION lakehouse._check_gold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION lakehouse.run_checks(interval) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lakehouse.run_checks(interval) TO lakehouse_admin;
 GRANT SELECT ON lakehouse.check_results, lakehouse.check_state TO lakehouse_admin;
+
+-- ---------------------------------------------------------------------------------------
+-- Maintenance and pg_cron scheduling.
+-- ---------------------------------------------------------------------------------------
+
+-- ANALYZE of the pipeline's tables, history older than keep pruned (stream_progress only
+-- below every silver cursor and never a stream's newest batch, which the stream worker
+-- numbers from; silver_progress and check_results; replayed late rows), and with
+-- bronze_retention, bronze rows older than that which every silver table of their stream
+-- has read. Returns what it did.
+CREATE FUNCTION lakehouse.maintain(keep interval DEFAULT '7 days', bronze_retention interval DEFAULT NULL)
+RETURNS TABLE (step text, detail text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  s lakehouse.streams;
+  t lakehouse.silver_tables;
+  n bigint;
+  cursor_batch bigint;
+BEGIN
+  IF keep IS NULL OR keep < interval '1 hour' THEN
+    RAISE EXCEPTION 'keep must be at least one hour' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF bronze_retention IS NOT NULL AND bronze_retention < interval '1 hour' THEN
+    RAISE EXCEPTION 'bronze_retention must be at least one hour, or NULL to keep bronze' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOR s IN SELECT * FROM lakehouse.streams x WHERE pg_catalog.to_regclass(pg_catalog.format('bronze.%I', x.name)) IS NOT NULL
+            ORDER BY x.name LOOP
+    EXECUTE pg_catalog.format('ANALYZE bronze.%I', s.name);
+    step := 'analyze'; detail := 'bronze.' || s.name; RETURN NEXT;
+    SELECT pg_catalog.min(x.last_batch_id) INTO cursor_batch FROM lakehouse.silver_tables x WHERE x.stream = s.name;
+    IF bronze_retention IS NOT NULL THEN
+      -- Only rows every silver table has read; without silver tables, rows older than that.
+      EXECUTE pg_catalog.format('DELETE FROM bronze.%I b WHERE b.ingested_at < pg_catalog.now() - $1 AND b.batch_id <= $2', s.name)
+        USING bronze_retention, coalesce(cursor_batch, 9223372036854775807);
+      GET DIAGNOSTICS n = ROW_COUNT;
+      step := 'bronze retention'; detail := pg_catalog.format('bronze.%s: %s rows older than %s removed', s.name, n, bronze_retention);
+      RETURN NEXT;
+    END IF;
+    DELETE FROM lakehouse.stream_progress p
+     WHERE p.stream = s.name AND p.committed_at < pg_catalog.now() - keep
+       AND p.batch_id < coalesce(cursor_batch, 9223372036854775807)
+       AND p.batch_id < (SELECT pg_catalog.max(q.batch_id) FROM lakehouse.stream_progress q WHERE q.stream = s.name);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    step := 'prune'; detail := pg_catalog.format('stream_progress of %s: %s rows', s.name, n); RETURN NEXT;
+  END LOOP;
+  FOR t IN SELECT * FROM lakehouse.silver_tables x ORDER BY x.name LOOP
+    EXECUTE pg_catalog.format('ANALYZE silver.%I', t.name);
+    step := 'analyze'; detail := 'silver.' || t.name; RETURN NEXT;
+  END LOOP;
+  IF pg_catalog.to_regclass('silver.editor_sessions') IS NOT NULL THEN
+    ANALYZE silver.editor_sessions;
+    step := 'analyze'; detail := 'silver.editor_sessions and the gold tables'; RETURN NEXT;
+  END IF;
+  DELETE FROM lakehouse.silver_progress p WHERE p.committed_at < pg_catalog.now() - keep;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('silver_progress: %s rows', n); RETURN NEXT;
+  DELETE FROM lakehouse.silver_late l WHERE l.replayed_in IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_progress p WHERE p.silver = l.silver AND p.pass_id = l.replayed_in);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('replayed silver_late rows: %s', n); RETURN NEXT;
+  DELETE FROM lakehouse.check_results c WHERE c.checked_at < pg_catalog.now() - keep;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('check_results: %s rows', n); RETURN NEXT;
+END $$;
+COMMENT ON FUNCTION lakehouse.maintain(interval, interval) IS
+  'ANALYZE, history pruning (older than keep) and optional bronze retention; run hourly by lakehouse.schedule()';
+
+-- pg_cron must be installed in this database for schedule(): say how, plainly.
+CREATE FUNCTION lakehouse._require_pg_cron()
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+    RAISE EXCEPTION 'pg_cron is not installed in database "%"', pg_catalog.current_database()
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'lakehouse.schedule() creates pg_cron jobs; continuous silver needs no scheduler.',
+            HINT = pg_catalog.format('Install pg_cron (Debian: apt-get install postgresql-15-cron), add pg_cron to shared_preload_libraries, set cron.database_name = ''%s'', restart the server, then run CREATE EXTENSION pg_cron in this database.',
+                                     pg_catalog.current_database());
+  END IF;
+END $$;
+
+-- Creates (or updates) the pg_cron jobs: checks, maintenance, and, when refresh is given,
+-- refresh_silver() for users who run silver on a schedule instead of continuously. Jobs
+-- are named lakehouse-checks, lakehouse-maintenance and lakehouse-refresh.
+CREATE FUNCTION lakehouse.schedule(checks text DEFAULT '* * * * *', maintenance text DEFAULT '17 * * * *',
+                                   refresh text DEFAULT NULL, keep interval DEFAULT '7 days',
+                                   bronze_retention interval DEFAULT NULL, freshness_bound interval DEFAULT '5 minutes')
+RETURNS TABLE (job_name text, schedule text, command text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  jobs text[][] := '{}';
+  i integer;
+BEGIN
+  PERFORM lakehouse._require_pg_cron();
+  IF keep IS NULL OR keep < interval '1 hour' THEN
+    RAISE EXCEPTION 'keep must be at least one hour' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF checks IS NOT NULL THEN
+    jobs := jobs || ARRAY[['lakehouse-checks', checks,
+                           pg_catalog.format('SELECT count(*) FILTER (WHERE NOT passed) AS failed FROM lakehouse.run_checks(%L)', freshness_bound)]];
+  END IF;
+  IF maintenance IS NOT NULL THEN
+    jobs := jobs || ARRAY[['lakehouse-maintenance', maintenance,
+                           pg_catalog.format('SELECT count(*) FROM lakehouse.maintain(%L, %L)', keep, bronze_retention)]];
+  END IF;
+  IF refresh IS NOT NULL THEN
+    jobs := jobs || ARRAY[['lakehouse-refresh', refresh, 'SELECT count(*) FROM lakehouse.refresh_silver()']];
+  END IF;
+  -- Jobs no longer asked for go away, so that schedule() states the whole schedule.
+  PERFORM lakehouse.unschedule();
+  FOR i IN 1 .. coalesce(pg_catalog.array_length(jobs, 1), 0) LOOP
+    BEGIN
+      EXECUTE 'SELECT cron.schedule($1, $2, $3)' USING jobs[i][1], jobs[i][2], jobs[i][3];
+    EXCEPTION WHEN OTHERS THEN
+      DECLARE msg text;
+      BEGIN
+        GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+        RAISE EXCEPTION 'pg_cron refused job % (schedule "%"): %', jobs[i][1], jobs[i][2], msg
+          USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'Schedules use cron syntax with pg_cron 1.4''s one-minute granularity, such as ''* * * * *'' or ''17 * * * *''.';
+      END;
+    END;
+    job_name := jobs[i][1]; schedule := jobs[i][2]; command := jobs[i][3];
+    RETURN NEXT;
+  END LOOP;
+END $$;
+COMMENT ON FUNCTION lakehouse.schedule(text, text, text, interval, interval, interval) IS
+  'creates the pg_cron jobs lakehouse-checks (run_checks), lakehouse-maintenance (maintain) and optionally lakehouse-refresh (refresh_silver)';
+
+CREATE FUNCTION lakehouse.unschedule()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  n integer := 0;
+  j text;
+BEGIN
+  PERFORM lakehouse._require_pg_cron();
+  FOR j IN EXECUTE 'SELECT jobname FROM cron.job WHERE jobname IN (''lakehouse-checks'', ''lakehouse-maintenance'', ''lakehouse-refresh'')' LOOP
+    EXECUTE 'SELECT cron.unschedule($1::text)' USING j;
+    n := n + 1;
+  END LOOP;
+  RETURN n;
+END $$;
+COMMENT ON FUNCTION lakehouse.unschedule() IS 'removes the pg_cron jobs that lakehouse.schedule() created; returns how many';
+
+REVOKE ALL ON FUNCTION lakehouse.maintain(interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._require_pg_cron() FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.schedule(text, text, text, interval, interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse.unschedule() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lakehouse.maintain(interval, interval),
+                          lakehouse.schedule(text, text, text, interval, interval, interval),
+                          lakehouse.unschedule() TO lakehouse_admin;

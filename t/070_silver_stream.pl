@@ -170,5 +170,19 @@ $node->safe_psql('postgres', q{SELECT lakehouse.set_silver_continuous('edits', t
 ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'}),
 	'turned on again, the launcher starts the silver worker');
 
+# The asset checks on a real stream: all pass (the broker check asks the broker itself),
+# and an offset moved past the broker's end fails the broker check.
+wait_silver_caught_up();
+is( $node->safe_psql('postgres', q{
+		SELECT string_agg(check_name || '=' || coalesce(passed::text, 'skipped'), ' ' ORDER BY check_name)
+		  FROM lakehouse.run_checks() WHERE passed IS DISTINCT FROM true}),
+	'', 'every asset check passes on the real pipeline');
+$node->safe_psql('postgres', q{SELECT lakehouse.stop_stream('wiki')});
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'lakehouse stream'}),
+	'stream stopped');
+$node->safe_psql('postgres', q{UPDATE lakehouse.offsets SET next_offset = next_offset + 5 WHERE stream = 'wiki' AND kafka_partition = 0});
+like( $node->safe_psql('postgres', q{SELECT passed::text || ': ' || detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_matches_broker:wiki'}),
+	qr/^false: partition 0: next_offset \d+ is past the broker's high watermark/, 'an offset past the broker fails the broker check');
+
 $node->stop;
 done_testing();
