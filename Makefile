@@ -15,7 +15,8 @@ OBJS = \
 	src/batch_writer.o \
 	src/offsets.o \
 	src/stream_worker.o \
-	src/silver_worker.o
+	src/silver_worker.o \
+	src/silver_rights.o
 
 # Install and upgrade scripts are picked up by name, so a new version needs no edit here.
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)

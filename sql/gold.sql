@@ -70,9 +70,10 @@ SELECT * FROM gold.session_stats_daily ORDER BY day;
 SELECT lakehouse.drop_recentchange_pipeline();
 TRUNCATE bronze.rc;
 DELETE FROM lakehouse.stream_progress WHERE stream = 'rc';
+-- The watermark is fixed when the pipeline is declared: 10 minutes this time.
+SET lakehouse.watermark = '10min';
 SELECT lakehouse.create_recentchange_pipeline('rc');
 SELECT lakehouse.set_silver_continuous('edits', false);
-SET lakehouse.watermark = '10min';
 SELECT setseed(0.42);
 CREATE TEMP TABLE events AS
   SELECT n, rc(n, round((random() * 600)::numeric, 2), 'user' || (random() * 6)::int, 'Page ' || (random() * 8)::int,

@@ -19,12 +19,14 @@ CREATE TABLE lakehouse.silver_tables (
     key             text[] NOT NULL,
     event_time      text NOT NULL,
     filter          text NOT NULL,
-    watermark       interval,                 -- NULL: lakehouse.watermark at each pass
+    watermark       interval NOT NULL,        -- lakehouse.watermark when declared, unless given
     partition_interval interval NOT NULL,
     max_rows_per_pass integer NOT NULL CHECK (max_rows_per_pass > 0),
     future_limit    interval NOT NULL,
     continuous      boolean NOT NULL,
-    owner           name NOT NULL,            -- the role whose rights evaluate the expressions
+    owner           regrole NOT NULL,         -- the role whose rights evaluate the expressions
+    granted_select  boolean NOT NULL,         -- lakehouse granted owner SELECT on the bronze table
+    session_gap     interval,                 -- the recentchange pipeline's sessions (silver.edits only)
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     -- State, moved only by a pass, in the pass's own transaction.
     last_batch_id   bigint NOT NULL DEFAULT 0,      -- bronze batches up to this one are read
@@ -119,58 +121,59 @@ BEGIN
                 THEN (pg_catalog.date_trunc('month', bucket, 'UTC') AT TIME ZONE 'UTC'
                       OPERATOR(pg_catalog.+) '1 month'::interval) AT TIME ZONE 'UTC'
                 ELSE bucket OPERATOR(pg_catalog.+) step END;
-  EXECUTE pg_catalog.format('CREATE TABLE silver.%I PARTITION OF silver.%I FOR VALUES FROM (%L) TO (%L)',
-                            part, name, bucket, upper);
+  -- CREATE TABLE ... PARTITION OF would lock the parent against readers (ACCESS
+  -- EXCLUSIVE); ATTACH PARTITION of a new, empty table takes only SHARE UPDATE EXCLUSIVE.
+  EXECUTE pg_catalog.format('CREATE TABLE silver.%I (LIKE silver.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS)', part, name);
+  EXECUTE pg_catalog.format('ALTER TABLE silver.%I ATTACH PARTITION silver.%I FOR VALUES FROM (%L) TO (%L)',
+                            name, part, bucket, upper);
 END $$;
 
 REVOKE ALL ON FUNCTION lakehouse._silver_bucket(timestamptz, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION lakehouse._silver_ensure_partition(text, timestamptz, interval) FROM PUBLIC;
 
+-- Run SQL, or an array-returning query, with another role's rights (src/silver_rights.c):
+-- the declaring role's, for a silver table's expressions. Superusers only.
+CREATE FUNCTION lakehouse._exec_as(role oid, sql text)
+RETURNS void LANGUAGE C VOLATILE STRICT
+AS 'MODULE_PATHNAME', 'lakehouse_exec_as';
+CREATE FUNCTION lakehouse._select_array_as(role oid, sql text, template anyarray, p1 bigint, p2 bigint,
+                                           p3 integer[], p4 bigint[], p5 bigint[], p6 timestamptz)
+RETURNS anyarray LANGUAGE C VOLATILE
+AS 'MODULE_PATHNAME', 'lakehouse_select_array_as';
+REVOKE ALL ON FUNCTION lakehouse._exec_as(oid, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._select_array_as(oid, text, anyarray, bigint, bigint, integer[], bigint[], bigint[], timestamptz) FROM PUBLIC;
+
 -- Checks one expression of a declaration by planning it with the owner's rights, so that a
--- mistake is named (which column, what is wrong) before anything is created. Planning runs
--- inside a throw-away SECURITY DEFINER function that the owner owns: nothing of the
--- expression ever runs with the superuser's rights.
-CREATE FUNCTION lakehouse._silver_check_expression(owner name, stream text, what text, expr text, type text)
+-- mistake is named (which column, what is wrong) before anything is created. Nothing of
+-- the expression ever runs with the superuser's rights.
+CREATE FUNCTION lakehouse._silver_check_expression(owner regrole, stream text, what text, expr text, type text)
 RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-  fn text := pg_catalog.format('_silver_check_%s', pg_catalog.txid_current());
 BEGIN
-  EXECUTE pg_catalog.format($f$
-    CREATE FUNCTION lakehouse.%I() RETURNS void LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp AS $body$
-    BEGIN
-      PERFORM %s FROM bronze.%I LIMIT 0;
-    END $body$ $f$, fn,
+  PERFORM lakehouse._exec_as(owner::oid, pg_catalog.format('SELECT %s FROM bronze.%I LIMIT 0',
     CASE WHEN type = 'boolean' THEN pg_catalog.format('(%s) IS TRUE', expr)   -- a filter: boolean, no cast
          ELSE pg_catalog.format('(%s)::%s', expr, type) END,
-    stream);
-  EXECUTE pg_catalog.format('ALTER FUNCTION lakehouse.%I() OWNER TO %I', fn, owner);
+    stream));
+EXCEPTION WHEN OTHERS THEN
+  DECLARE
+    msg text; code text;
   BEGIN
-    EXECUTE pg_catalog.format('SELECT lakehouse.%I()', fn);
-  EXCEPTION WHEN OTHERS THEN
-    DECLARE
-      msg text; code text;
-    BEGIN
-      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, code = RETURNED_SQLSTATE;
-      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I()', fn);
-      RAISE EXCEPTION 'invalid % expression: %', what, msg
-        USING ERRCODE = 'invalid_parameter_value',
-              DETAIL = pg_catalog.format('The expression was: %s (as %s, over bronze.%s, with the rights of role %s). SQLSTATE %s.',
-                                         expr, type, stream, owner, code),
-              HINT = 'Expressions see the bronze row''s columns (payload, kafka_partition, kafka_offset, kafka_timestamp, kafka_key); qualify functions outside pg_catalog with their schema.';
-    END;
+    GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, code = RETURNED_SQLSTATE;
+    RAISE EXCEPTION 'invalid % expression: %', what, msg
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = pg_catalog.format('The expression was: %s (as %s, over bronze.%s, with the rights of role %s). SQLSTATE %s.',
+                                       expr, type, stream, owner, code),
+            HINT = 'Expressions see the bronze row''s columns (payload, kafka_partition, kafka_offset, kafka_timestamp, kafka_key); qualify functions outside pg_catalog with their schema.';
   END;
-  EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I()', fn);
 END $$;
-REVOKE ALL ON FUNCTION lakehouse._silver_check_expression(name, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._silver_check_expression(regrole, text, text, text, text) FROM PUBLIC;
 
 -- What one pass did; refresh_silver() and replay_late() return one of these per table.
 CREATE TYPE lakehouse.silver_pass_result AS (
     silver text, pass_id bigint, kind text, rows_in bigint, rows_out bigint,
     duplicates_dropped bigint, late_dropped bigint, invalid bigint, filtered bigint,
-    watermark timestamptz);
+    watermark timestamptz, error text);   -- error: refresh_silver() of all tables, a table whose pass failed
 
 -- Writes the two functions behind one silver table (see README, "Bronze to silver"):
 --   lakehouse.silver_<name>_extract: evaluates the declaration over a range of bronze rows.
@@ -218,6 +221,7 @@ BEGIN
     key_match_o := key_match_o || pg_catalog.format(' AND o.%I = j.%I', k, k);
   END LOOP;
   rejects := rejects || pg_catalog.format(' WHEN x.%s IS NULL THEN %L', tcol, 'event time column ' || t.event_time || ' is null')
+             || pg_catalog.format(' WHEN NOT pg_catalog.isfinite(x.%s) THEN ''event time '' || x.%s::text || '' is not a finite time''', tcol, tcol)
              || pg_catalog.format(' WHEN x.%s > lh_max_time THEN ''event time '' || x.%s::text || '' is past the future limit '' || lh_max_time::text', tcol, tcol);
 
   EXECUTE pg_catalog.format('CREATE TYPE %s AS (lh_partition integer, lh_offset bigint, lh_batch bigint, lh_taken boolean, lh_reject text%s)',
@@ -235,12 +239,15 @@ BEGIN
        ORDER BY b.batch_id, b.kafka_partition, b.kafka_offset$q$,
     rejects, x_cols, rowtype, t.stream, t.filter, calc_cols);
 
+  -- The body is passed as a quoted literal (%L): nothing in an expression can end it.
+  -- Owned by the extension's owner and SECURITY INVOKER; passes call it through
+  -- lakehouse._select_array_as with the declaring role's rights.
   EXECUTE pg_catalog.format($f$
     CREATE FUNCTION %1$s(lh_after bigint, lh_upto bigint, lh_parts integer[], lh_los bigint[],
                          lh_his bigint[], lh_max_time timestamptz)
-    RETURNS SETOF %2$s LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    RETURNS SETOF %2$s LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    AS $body$
+    AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
     #variable_conflict use_column
     DECLARE
       lh_res %2$s[];
@@ -250,11 +257,13 @@ BEGIN
       lh_one record;
       lh_chunk constant integer := 1000;
     BEGIN
+      -- A data error (a failed cast, a wrong type, a domain's check) is the row's fault: the
+      -- row becomes a reject. Any other error (a privilege, a missing table) stops the pass.
       BEGIN
         lh_res := ARRAY(%3$s);
         RETURN QUERY SELECT * FROM unnest(lh_res);
         RETURN;
-      EXCEPTION WHEN data_exception THEN
+      EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
         NULL;   -- some row does not fit the declaration: find it below
       END;
       FOR lh_i IN 1 .. coalesce(array_length(lh_parts, 1), 0) LOOP
@@ -264,7 +273,7 @@ BEGIN
           BEGIN
             lh_res := ARRAY(%4$s);
             RETURN QUERY SELECT * FROM unnest(lh_res);
-          EXCEPTION WHEN data_exception THEN
+          EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
             FOR lh_one IN SELECT b.kafka_offset, b.batch_id FROM bronze.%5$I b
                            WHERE b.kafka_partition = lh_parts[lh_i] AND b.kafka_offset BETWEEN lh_lo AND lh_hi
                              AND (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
@@ -272,7 +281,7 @@ BEGIN
               BEGIN
                 lh_res := ARRAY(%6$s);
                 RETURN QUERY SELECT * FROM unnest(lh_res);
-              EXCEPTION WHEN data_exception THEN
+              EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
                 RETURN NEXT ROW(lh_parts[lh_i], lh_one.kafka_offset, lh_one.batch_id, true, SQLERRM%7$s)::%2$s;
               END;
             END LOOP;
@@ -280,17 +289,17 @@ BEGIN
           lh_lo := lh_hi + 1;
         END LOOP;
       END LOOP;
-    END $body$ $f$,
+    END $body$,
     extract_fn, rowtype,
     pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'lh_parts'), '@LOS@', 'lh_los'), '@HIS@', 'lh_his'),
     pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_lo]'), '@HIS@', 'ARRAY[lh_hi]'),
     t.stream,
     pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_one.kafka_offset]'), '@HIS@', 'ARRAY[lh_one.kafka_offset]'),
-    null_cols);
-  EXECUTE pg_catalog.format('ALTER FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) OWNER TO %I',
-                            extract_fn, t.owner);
+    null_cols));
   EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) FROM PUBLIC',
                             extract_fn);
+  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) TO %s',
+                            extract_fn, t.owner);
 
   -- Late: behind (newest event time seen so far, in bronze commit order, including the
   -- row itself) minus the watermark. A row exactly at the watermark is on time. A late row
@@ -349,13 +358,13 @@ BEGIN
 END $gen$;
 REVOKE ALL ON FUNCTION lakehouse._silver_generate(lakehouse.silver_tables) FROM PUBLIC;
 
--- Declares a silver table; see create_silver() below for the arguments. SECURITY DEFINER
--- to create objects in the extension's schemas; the expressions are checked and later
--- evaluated with the rights of owner, which must be a role the session user can act as.
-CREATE FUNCTION lakehouse._create_silver(name text, stream text, columns lakehouse.silver_column[],
+-- Declares a silver table; see create_silver() below for the arguments. Runs inside
+-- SECURITY DEFINER callers (it creates objects in the extension's schemas); the
+-- expressions are checked and later evaluated with the rights of owner.
+CREATE FUNCTION lakehouse._declare_silver(name text, stream text, columns lakehouse.silver_column[],
     key text[], event_time text, filter text, watermark interval, partition_interval interval,
-    max_rows_per_pass integer, future_limit interval, continuous boolean, owner name)
-RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    max_rows_per_pass integer, future_limit interval, continuous boolean, owner regrole)
+RETURNS void LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -367,16 +376,13 @@ DECLARE
   time_type text;
   t lakehouse.silver_tables;
   ddl text := '';
+  granted boolean;
+  oldest bigint;
 BEGIN
   IF name IS NULL OR stream IS NULL OR columns IS NULL OR key IS NULL OR event_time IS NULL
      OR partition_interval IS NULL OR max_rows_per_pass IS NULL OR future_limit IS NULL
      OR continuous IS NULL OR owner IS NULL THEN
     RAISE EXCEPTION 'only filter and watermark may be null' USING ERRCODE = 'null_value_not_allowed';
-  END IF;
-  IF NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
-    RAISE EXCEPTION 'role "%" cannot declare a silver table for role "%"', session_user, owner
-      USING ERRCODE = 'insufficient_privilege',
-            HINT = 'Call lakehouse.create_silver(), which declares it for the current role.';
   END IF;
   IF name !~ '^[a-z_][a-z0-9_]{0,39}$' THEN
     RAISE EXCEPTION 'invalid silver table name "%"', name
@@ -384,7 +390,7 @@ BEGIN
             DETAIL = 'A silver name becomes the table silver.<name>: 1 to 40 lower-case letters, digits or underscores, not starting with a digit.',
             HINT = 'Choose a name such as edits.';
   END IF;
-  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) _create_silver.name) THEN
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) _declare_silver.name) THEN
     RAISE EXCEPTION 'silver table "%" is already declared', name
       USING ERRCODE = 'duplicate_object', HINT = 'Drop it first with lakehouse.drop_silver(), or pick another name.';
   END IF;
@@ -413,6 +419,10 @@ BEGIN
     seen := seen || col.name;
     IF col.expr IS NULL OR pg_catalog.btrim(col.expr) = '' THEN
       RAISE EXCEPTION 'column "%" has no expression', col.name USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF col.type ~ '[()]' THEN
+      RAISE EXCEPTION 'column "%" has a type with a modifier, "%"', col.name, col.type
+        USING ERRCODE = 'feature_not_supported', HINT = 'Use the type without its modifier (text instead of varchar(3), numeric instead of numeric(5,1)).';
     END IF;
     BEGIN
       typ := pg_catalog.to_regtype(col.type);
@@ -462,9 +472,26 @@ BEGIN
     RAISE EXCEPTION 'future_limit must not be negative' USING ERRCODE = 'invalid_parameter_value';
   END IF;
 
+  -- A new table reads bronze from its first batch, which needs that batch's
+  -- stream_progress row: refuse if maintain() pruned rows whose bronze rows are still
+  -- there (they would be skipped). Serialised with maintain() by this lock.
+  PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('lakehouse.stream_progress:' || stream));
+  SELECT pg_catalog.min(p.batch_id) INTO oldest FROM lakehouse.stream_progress p WHERE p.stream = _declare_silver.stream;
+  IF oldest IS NOT NULL AND oldest > 1 THEN
+    EXECUTE pg_catalog.format('SELECT EXISTS (SELECT 1 FROM bronze.%I b WHERE b.batch_id < $1)', stream) INTO granted USING oldest;
+    IF granted THEN
+      RAISE EXCEPTION 'bronze.% holds batches older than its oldest stream_progress row (batch %)', stream, oldest
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = 'Silver reads bronze batch by batch through lakehouse.stream_progress; the rows of pruned batches would be skipped.',
+              HINT = 'Declare silver tables before maintain() prunes stream_progress, or remove those bronze rows first (maintain(bronze_retention => ...)).';
+    END IF;
+  END IF;
   -- The owner reads the stream's bronze rows (rolled back with the rest if a check fails).
-  EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA bronze, silver TO %I', owner);
-  EXECUTE pg_catalog.format('GRANT SELECT ON bronze.%I TO %I', stream, owner);
+  granted := NOT pg_catalog.has_table_privilege(owner, pg_catalog.format('bronze.%I', stream), 'SELECT');
+  EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA bronze, silver TO %s', owner);
+  IF granted THEN
+    EXECUTE pg_catalog.format('GRANT SELECT ON bronze.%I TO %s', stream, owner);
+  END IF;
   -- Each expression planned with the owner's rights, so a mistake is named.
   FOREACH col IN ARRAY cols LOOP
     PERFORM lakehouse._silver_check_expression(owner, stream, pg_catalog.format('column "%s"', col.name), col.expr, col.type);
@@ -472,9 +499,12 @@ BEGIN
   PERFORM lakehouse._silver_check_expression(owner, stream, 'filter', coalesce(filter, 'true'), 'boolean');
 
   INSERT INTO lakehouse.silver_tables (name, stream, columns, key, event_time, filter, watermark,
-                                       partition_interval, max_rows_per_pass, future_limit, continuous, owner)
-  VALUES (name, stream, cols, key, event_time, coalesce(filter, 'true'), watermark,
-          partition_interval, max_rows_per_pass, future_limit, continuous, owner)
+                                       partition_interval, max_rows_per_pass, future_limit, continuous, owner,
+                                       granted_select, last_batch_id)
+  VALUES (name, stream, cols, key, event_time, coalesce(filter, 'true'),
+          coalesce(watermark, pg_catalog.current_setting('lakehouse.watermark')::interval),
+          partition_interval, max_rows_per_pass, future_limit, continuous, owner, granted,
+          GREATEST(coalesce(oldest, 1) - 1, 0))
   RETURNING * INTO t;
 
   -- Partitioned by event time; unique on (event time, key). See README for why.
@@ -488,15 +518,34 @@ BEGIN
                             event_time);
   EXECUTE pg_catalog.format('COMMENT ON TABLE silver.%I IS %L', name,
                             pg_catalog.format('deduplicated events of stream %s: one row per key, kept by lakehouse (declared with lakehouse.create_silver)', stream));
-  EXECUTE pg_catalog.format('GRANT SELECT ON silver.%I TO lakehouse_admin, %I', name, owner);
+  EXECUTE pg_catalog.format('GRANT SELECT ON silver.%I TO lakehouse_admin, %s', name, owner);
 
   PERFORM lakehouse._silver_generate(t);
   -- The whole extraction once over no rows, with the owner's rights.
-  EXECUTE pg_catalog.format('SELECT count(*) FROM lakehouse.%I(0, 0, ''{}'', ''{}'', ''{}'', pg_catalog.now())',
-                            'silver_' || name || '_extract');
+  PERFORM lakehouse._exec_as(owner::oid, pg_catalog.format(
+    'SELECT count(*) FROM lakehouse.%I(0, 0, ''{}'', ''{}'', ''{}'', pg_catalog.now())', 'silver_' || name || '_extract'));
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._declare_silver(text, text, lakehouse.silver_column[], text[], text, text,
+                                                 interval, interval, integer, interval, boolean, regrole) FROM PUBLIC;
+
+-- create_silver()'s privileged half: SECURITY DEFINER, for a role the session user can act as.
+CREATE FUNCTION lakehouse._create_silver(name text, stream text, columns lakehouse.silver_column[],
+    key text[], event_time text, filter text, watermark interval, partition_interval interval,
+    max_rows_per_pass integer, future_limit interval, continuous boolean, owner regrole)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  IF owner IS NULL OR NOT pg_catalog.pg_has_role(session_user, owner, 'MEMBER') THEN
+    RAISE EXCEPTION 'role "%" cannot declare a silver table for role "%"', session_user, owner
+      USING ERRCODE = 'insufficient_privilege',
+            HINT = 'Call lakehouse.create_silver(), which declares it for the current role.';
+  END IF;
+  PERFORM lakehouse._declare_silver(name, stream, columns, key, event_time, filter, watermark, partition_interval,
+                                    max_rows_per_pass, future_limit, continuous, owner);
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._create_silver(text, text, lakehouse.silver_column[], text[], text, text,
-                                                interval, interval, integer, interval, boolean, name) FROM PUBLIC;
+                                                interval, interval, integer, interval, boolean, regrole) FROM PUBLIC;
 
 -- The user's call. Declares silver.<name> over bronze.<stream>: rows where filter is true,
 -- the columns (each an expression over the bronze row), the dedup key (column names), the
@@ -505,13 +554,13 @@ REVOKE ALL ON FUNCTION lakehouse._create_silver(text, text, lakehouse.silver_col
 CREATE FUNCTION lakehouse.create_silver(name text, stream text, columns lakehouse.silver_column[],
     key text[], event_time text, filter text DEFAULT NULL, watermark interval DEFAULT NULL,
     partition_interval interval DEFAULT '1 day', max_rows_per_pass integer DEFAULT 100000,
-    future_limit interval DEFAULT '1 day', continuous boolean DEFAULT true)
+    future_limit interval DEFAULT '5 minutes', continuous boolean DEFAULT true)
 RETURNS void LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
   SELECT lakehouse._create_silver(name, stream, columns, key, event_time, filter, watermark,
                                   partition_interval, max_rows_per_pass, future_limit, continuous,
-                                  current_user)
+                                  current_user::regrole)
 $$;
 COMMENT ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
                                             interval, interval, integer, interval, boolean) IS
@@ -565,9 +614,9 @@ BEGIN
             FROM lakehouse.stream_progress p
            WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id) b
    WHERE b.before OPERATOR(pg_catalog.<) t.max_rows_per_pass;
-  delay := coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
+  delay := t.watermark;
   IF upto IS NULL THEN
-    res := ROW(t.name, NULL, 'pass', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay);
+    res := ROW(t.name, NULL, 'pass', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay, NULL);
     RETURN res;
   END IF;
   SELECT p.committed_at INTO upto_at FROM lakehouse.stream_progress p
@@ -586,11 +635,13 @@ BEGIN
     FROM f JOIN l ON l.k OPERATOR(pg_catalog.=) f.k;
 
   pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
-  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r), $7, $8, true, $9)',
-                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_extract')
+  -- The declaration's expressions run with its owner's rights (lakehouse._select_array_as).
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(lakehouse._select_array_as($10, $11, NULL::lakehouse.%I[], $1, $2, $3, $4, $5, $6), $7, $8, true, $9)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
     INTO c
     USING t.last_batch_id, upto, coalesce(parts, '{}'), coalesce(los, '{}'), coalesce(his, '{}'),
-          started OPERATOR(pg_catalog.+) t.future_limit, t.max_event_time, delay, pass;
+          started OPERATOR(pg_catalog.+) t.future_limit, t.max_event_time, delay, pass, t.owner::oid,
+          pg_catalog.format('SELECT ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r)', 'silver_' || t.name || '_extract');
 
   newest := GREATEST(t.max_event_time, c.new_max);
   UPDATE lakehouse.silver_tables s
@@ -603,7 +654,7 @@ BEGIN
           t.max_event_time OPERATOR(pg_catalog.-) delay, newest OPERATOR(pg_catalog.-) delay, c.min_admitted,
           started, pg_catalog.clock_timestamp());
   res := ROW(t.name, pass, 'pass', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
-             newest OPERATOR(pg_catalog.-) delay);
+             newest OPERATOR(pg_catalog.-) delay, NULL);
   RETURN res;
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._silver_pass(text) FROM PUBLIC;
@@ -614,14 +665,25 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   n text;
+  r lakehouse.silver_pass_result;
+  msg text;
 BEGIN
   IF name IS NOT NULL THEN
     RETURN NEXT lakehouse._silver_pass(name);
     RETURN;
   END IF;
-  -- Always the same order, so that two callers lock tables in the same order.
+  -- Always the same order, so that two callers lock tables in the same order. One table's
+  -- failure (rolled back to its own savepoint) does not hold up the others.
   FOR n IN SELECT s.name FROM lakehouse.silver_tables s ORDER BY s.name LOOP
-    RETURN NEXT lakehouse._silver_pass(n);
+    BEGIN
+      r := lakehouse._silver_pass(n);
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+      RAISE WARNING 'lakehouse silver pass of "%" failed: %', n, msg
+        USING HINT = pg_catalog.format('Run lakehouse.refresh_silver(%L) to see the whole error.', n);
+      r := ROW(n, NULL, 'pass', 0, 0, 0, 0, 0, 0, NULL, msg);
+    END;
+    RETURN NEXT r;
   END LOOP;
 END $$;
 COMMENT ON FUNCTION lakehouse.refresh_silver(text) IS
@@ -636,6 +698,7 @@ DECLARE
   started timestamptz := pg_catalog.clock_timestamp();
   parts integer[];
   offs bigint[];
+  gone bigint;
   delay interval;
   pass bigint;
   c record;
@@ -652,23 +715,31 @@ BEGIN
     RAISE EXCEPTION 'silver table "%" does not exist', name
       USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
   END IF;
-  delay := coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
-  SELECT pg_catalog.array_agg(l.kafka_partition ORDER BY l.kafka_partition, l.kafka_offset),
-         pg_catalog.array_agg(l.kafka_offset ORDER BY l.kafka_partition, l.kafka_offset)
-    INTO parts, offs
-    FROM lakehouse.silver_late l
-   WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.replayed_in IS NULL
-     AND l.event_time OPERATOR(pg_catalog.>=) from_time AND l.event_time OPERATOR(pg_catalog.<) to_time;
+  delay := t.watermark;
+  -- Late rows whose bronze row is gone (bronze retention) cannot be replayed: said, left as they are.
+  EXECUTE pg_catalog.format($q$
+    SELECT pg_catalog.array_agg(l.kafka_partition ORDER BY l.kafka_partition, l.kafka_offset) FILTER (WHERE b.kafka_offset IS NOT NULL),
+           pg_catalog.array_agg(l.kafka_offset ORDER BY l.kafka_partition, l.kafka_offset) FILTER (WHERE b.kafka_offset IS NOT NULL),
+           pg_catalog.count(*) FILTER (WHERE b.kafka_offset IS NULL)
+      FROM lakehouse.silver_late l
+      LEFT JOIN bronze.%I b ON b.kafka_partition = l.kafka_partition AND b.kafka_offset = l.kafka_offset
+     WHERE l.silver = $1 AND l.replayed_in IS NULL AND l.event_time >= $2 AND l.event_time < $3$q$, t.stream)
+    INTO parts, offs, gone USING t.name, from_time, to_time;
+  IF gone > 0 THEN
+    RAISE WARNING '% late rows of silver table "%" in that range are no longer in bronze.% and cannot be replayed', gone, t.name, t.stream
+      USING HINT = 'Bronze retention removed them; they stay listed in lakehouse.silver_late.';
+  END IF;
   IF parts IS NULL THEN
-    res := ROW(t.name, NULL, 'replay', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay);
+    res := ROW(t.name, NULL, 'replay', 0, 0, 0, 0, 0, 0, t.max_event_time OPERATOR(pg_catalog.-) delay, NULL);
     RETURN res;
   END IF;
   pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
   -- Each late row is a range of one offset; no watermark this time, the key still decides.
-  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(ARRAY(SELECT r FROM lakehouse.%I(NULL, NULL, $1, $2, $2, $3) r), NULL, $4, false, $5)',
-                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_extract')
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(lakehouse._select_array_as($6, $7, NULL::lakehouse.%I[], NULL, NULL, $1, $2, $2, $3), NULL, $4, false, $5)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
     INTO c
-    USING parts, offs, 'infinity'::timestamptz, delay, pass;
+    USING parts, offs, 'infinity'::timestamptz, delay, pass, t.owner::oid,
+          pg_catalog.format('SELECT ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r)', 'silver_' || t.name || '_extract');
   UPDATE lakehouse.silver_late l SET replayed_in = pass
     FROM unnest(parts, offs) AS r(p, o)
    WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.kafka_partition OPERATOR(pg_catalog.=) r.p
@@ -681,19 +752,22 @@ BEGIN
           t.max_event_time OPERATOR(pg_catalog.-) delay, t.max_event_time OPERATOR(pg_catalog.-) delay, c.min_admitted,
           started, pg_catalog.clock_timestamp());
   res := ROW(t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
-             t.max_event_time OPERATOR(pg_catalog.-) delay);
+             t.max_event_time OPERATOR(pg_catalog.-) delay, NULL);
   RETURN res;
 END $$;
 COMMENT ON FUNCTION lakehouse.replay_late(text, timestamptz, timestamptz) IS
   're-admits the late events of a silver table whose event time is in [from_time, to_time); dedup still applies; recorded in silver_progress';
 
 CREATE FUNCTION lakehouse.drop_silver(name text, drop_data boolean DEFAULT false)
-RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   t lakehouse.silver_tables;
 BEGIN
+  IF name IS NULL OR drop_data IS NULL THEN
+    RAISE EXCEPTION 'name and drop_data must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
   SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) drop_silver.name FOR UPDATE;
   IF NOT FOUND THEN
     RAISE EXCEPTION 'silver table "%" does not exist', name
@@ -706,6 +780,13 @@ BEGIN
   DELETE FROM lakehouse.silver_late l WHERE l.silver OPERATOR(pg_catalog.=) t.name;
   DELETE FROM lakehouse.silver_rejects r WHERE r.silver OPERATOR(pg_catalog.=) t.name;
   DELETE FROM lakehouse.silver_progress p WHERE p.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('silver_passes:' || t.name);
+  -- The bronze read access granted for this declaration, unless another one of the same
+  -- owner over the same stream still needs it.
+  IF t.granted_select AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_tables o
+                                       WHERE o.stream = t.stream AND o.owner = t.owner) THEN
+    EXECUTE pg_catalog.format('REVOKE SELECT ON bronze.%I FROM %s', t.stream, t.owner);
+  END IF;
   IF drop_data THEN
     EXECUTE pg_catalog.format('DROP TABLE IF EXISTS silver.%I', t.name);
   END IF;
@@ -722,7 +803,7 @@ REVOKE ALL ON FUNCTION lakehouse.drop_silver(text, boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lakehouse.create_silver(text, text, lakehouse.silver_column[], text[], text, text,
                                                   interval, interval, integer, interval, boolean),
                           lakehouse._create_silver(text, text, lakehouse.silver_column[], text[], text, text,
-                                                   interval, interval, integer, interval, boolean, name),
+                                                   interval, interval, integer, interval, boolean, regrole),
                           lakehouse.refresh_silver(text),
                           lakehouse.replay_late(text, timestamptz, timestamptz),
                           lakehouse.drop_silver(text, boolean)
@@ -734,10 +815,13 @@ GRANT SELECT ON lakehouse.silver_tables, lakehouse.silver_progress, lakehouse.si
 -- Turns continuous refresh of one silver table on or off. Off: nothing refreshes it but
 -- lakehouse.refresh_silver() (by hand or from pg_cron); the same pass either way.
 CREATE FUNCTION lakehouse.set_silver_continuous(name text, continuous boolean)
-RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+  IF name IS NULL OR continuous IS NULL THEN
+    RAISE EXCEPTION 'name and continuous must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
   UPDATE lakehouse.silver_tables s SET continuous = set_silver_continuous.continuous
    WHERE s.name OPERATOR(pg_catalog.=) set_silver_continuous.name;
   IF NOT FOUND THEN
@@ -761,15 +845,16 @@ RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-  gap interval := pg_catalog.current_setting('lakehouse.session_gap')::interval;
+  gap interval;
   t lakehouse.silver_tables;
   wm timestamptz;
   olds silver.editor_sessions[];
 BEGIN
   SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name = 'edits';
-  -- The watermark as this pass leaves it (new_rows may move the newest event time).
-  wm := GREATEST(t.max_event_time, (SELECT pg_catalog.max(n.event_time) FROM new_rows n))
-        - coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval);
+  -- The gap and the watermark were fixed when the pipeline was declared; the watermark as
+  -- this pass leaves it (new_rows may move the newest event time).
+  gap := t.session_gap;
+  wm := GREATEST(t.max_event_time, (SELECT pg_catalog.max(n.event_time) FROM new_rows n)) - t.watermark;
 
   -- Edits per minute and wiki.
   INSERT INTO lakehouse.gold_minute AS g (minute, wiki, edits, new_pages, bot_edits, human_edits, bytes_added, bytes_removed)
@@ -996,12 +1081,15 @@ REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
 -- meta.dt. Idempotent: a second call for the same stream changes nothing.
 -- SECURITY DEFINER: its expressions are fixed, so they may run with the extension owner's rights.
 CREATE FUNCTION lakehouse.create_recentchange_pipeline(stream text)
-RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
   existing text;
 BEGIN
+  IF stream IS NULL THEN
+    RAISE EXCEPTION 'stream must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
   SELECT s.stream INTO existing FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) 'edits';
   IF existing IS NOT NULL THEN
     IF existing OPERATOR(pg_catalog.<>) stream THEN
@@ -1015,7 +1103,7 @@ BEGIN
     RAISE EXCEPTION 'silver.editor_sessions or the gold views exist from an earlier pipeline'
       USING ERRCODE = 'duplicate_table', HINT = 'Remove it with lakehouse.drop_recentchange_pipeline() first.';
   END IF;
-  PERFORM lakehouse.create_silver('edits', stream,
+  PERFORM lakehouse._declare_silver('edits', stream,
     ARRAY[lakehouse.silver_column('event_id', 'uuid', $e$(payload->'meta'->>'id')::uuid$e$),
           lakehouse.silver_column('event_time', 'timestamptz', $e$(payload->'meta'->>'dt')::timestamptz$e$),
           lakehouse.silver_column('wiki', 'text', $e$payload->>'wiki'$e$),
@@ -1030,8 +1118,11 @@ BEGIN
           lakehouse.silver_column('revision_old', 'bigint', $e$(payload->'revision'->>'old')::bigint$e$),
           lakehouse.silver_column('revision_new', 'bigint', $e$(payload->'revision'->>'new')::bigint$e$),
           lakehouse.silver_column('comment', 'text', $e$payload->>'comment'$e$)],
-    ARRAY['event_id'], 'event_time',
-    filter => $e$payload->>'type' IN ('edit', 'new')$e$);
+    ARRAY['event_id'], 'event_time', $e$payload->>'type' IN ('edit', 'new')$e$,
+    NULL, '1 day', 100000, '5 minutes', true, current_user::regrole);
+  -- The session gap is fixed now, like the watermark: sessions must not change meaning later.
+  UPDATE lakehouse.silver_tables s SET session_gap = pg_catalog.current_setting('lakehouse.session_gap')::interval
+   WHERE s.name = 'edits';
   COMMENT ON TABLE silver.edits IS
     'Wikimedia recentchange edit and new-page events, each once (dedup on meta.id), on time by the watermark';
   COMMENT ON COLUMN silver.edits.event_id IS 'meta.id: the event''s UUID, the dedup key';
@@ -1053,6 +1144,8 @@ RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+  -- The registry row first, as a pass takes it first: a running pass finishes before this.
+  PERFORM 1 FROM lakehouse.silver_tables s WHERE s.name = 'edits' FOR UPDATE;
   DROP VIEW IF EXISTS gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily, gold.session_stats_daily;
   DROP TABLE IF EXISTS lakehouse.gold_minute, lakehouse.gold_page_hour, lakehouse.gold_page_hour_editor,
                        lakehouse.gold_editor_day, lakehouse.gold_session_length_day, silver.editor_sessions;
@@ -1113,6 +1206,7 @@ DECLARE
   n_rows bigint;
   n_dead bigint;
   beyond bigint;
+  skipped bigint;
   problems text[] := '{}';
   checked bigint := 0;
 BEGIN
@@ -1140,10 +1234,17 @@ BEGIN
                                           AND d.kafka_offset >= $2 AND d.kafka_offset < $3),
                                       (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $3)', s.name)
       INTO n_rows, n_dead, beyond USING o.kafka_partition, from_off, o.next_offset, s.name;
+    -- Offsets skipped on purpose by reset_offsets() (logged in stream_log) are explained.
+    SELECT coalesce(pg_catalog.sum(GREATEST(0, LEAST((l.detail->>'to')::bigint, o.next_offset)
+                                               - GREATEST((l.detail->>'from')::bigint, from_off))), 0)
+      INTO skipped
+      FROM lakehouse.stream_log l
+     WHERE l.stream = s.name AND l.event = 'offsets_reset' AND (l.detail->>'partition')::integer = o.kafka_partition
+       AND (l.detail->>'to')::bigint > (l.detail->>'from')::bigint;
     checked := checked + (o.next_offset - from_off);
-    IF n_rows + n_dead <> o.next_offset - from_off THEN
-      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters, not %s',
-                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, o.next_offset - from_off);
+    IF n_rows + n_dead + skipped <> o.next_offset - from_off THEN
+      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters (%s skipped by reset_offsets), not %s; a transactional producer''s markers or a compacted topic also leave such gaps',
+                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, skipped, o.next_offset - from_off);
     ELSIF beyond > 0 THEN
       problems := problems || pg_catalog.format('partition %s: %s rows at or past next_offset %s',
                                                 o.kafka_partition, beyond, o.next_offset);
@@ -1214,7 +1315,7 @@ BEGIN
     FROM pg_catalog.pg_partition_tree(pg_catalog.format('silver.%I', t.name)::regclass) p
     LEFT JOIN pg_catalog.pg_index i ON i.indrelid = p.relid AND i.indisprimary
    WHERE i.indexrelid IS NULL OR NOT (i.indisunique AND i.indisvalid);
-  since := t.max_event_time - coalesce(t.watermark, pg_catalog.current_setting('lakehouse.watermark')::interval) - interval '1 hour';
+  since := t.max_event_time - t.watermark - interval '1 hour';
   EXECUTE pg_catalog.format('SELECT count(*) FROM (SELECT 1 FROM silver.%I WHERE %I >= $1 GROUP BY %s HAVING count(*) > 1) d',
                             t.name, t.event_time,
                             (SELECT pg_catalog.string_agg(pg_catalog.quote_ident(k), ', ') FROM unnest(t.key) k))
@@ -1412,11 +1513,14 @@ GRANT SELECT ON lakehouse.check_results, lakehouse.check_state TO lakehouse_admi
 -- Maintenance and pg_cron scheduling.
 -- ---------------------------------------------------------------------------------------
 
--- ANALYZE of the pipeline's tables, history older than keep pruned (stream_progress only
--- below every silver cursor and never a stream's newest batch, which the stream worker
--- numbers from; silver_progress and check_results; replayed late rows), and with
--- bronze_retention, bronze rows older than that which every silver table of their stream
--- has read. Returns what it did.
+-- ANALYZE of the pipeline's tables; history older than keep pruned (silver_progress,
+-- check_results, replayed late rows); with bronze_retention, bronze rows older than that
+-- which every silver table of their stream has read and which are not late rows waiting
+-- for a replay. stream_progress is silver's index of bronze, so a row of it goes only when
+-- every silver table of its stream has read past it, and, for a stream without silver
+-- tables, only once bronze retention removed its rows (a silver table declared later
+-- reads bronze from there); never a stream's newest batch, which the worker numbers from.
+-- Returns what it did.
 CREATE FUNCTION lakehouse.maintain(keep interval DEFAULT '7 days', bronze_retention interval DEFAULT NULL)
 RETURNS TABLE (step text, detail text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1438,18 +1542,25 @@ BEGIN
             ORDER BY x.name LOOP
     EXECUTE pg_catalog.format('ANALYZE bronze.%I', s.name);
     step := 'analyze'; detail := 'bronze.' || s.name; RETURN NEXT;
+    -- Serialised with silver declarations, which read where stream_progress begins.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('lakehouse.stream_progress:' || s.name));
     SELECT pg_catalog.min(x.last_batch_id) INTO cursor_batch FROM lakehouse.silver_tables x WHERE x.stream = s.name;
     IF bronze_retention IS NOT NULL THEN
-      -- Only rows every silver table has read; without silver tables, rows older than that.
-      EXECUTE pg_catalog.format('DELETE FROM bronze.%I b WHERE b.ingested_at < pg_catalog.now() - $1 AND b.batch_id <= $2', s.name)
-        USING bronze_retention, coalesce(cursor_batch, 9223372036854775807);
+      EXECUTE pg_catalog.format($q$
+        DELETE FROM bronze.%I b
+         WHERE b.ingested_at < pg_catalog.now() - $1 AND b.batch_id <= $2
+           AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_late l JOIN lakehouse.silver_tables x ON x.name = l.silver
+                            WHERE x.stream = $3 AND l.kafka_partition = b.kafka_partition
+                              AND l.kafka_offset = b.kafka_offset AND l.replayed_in IS NULL)$q$, s.name)
+        USING bronze_retention, coalesce(cursor_batch, 9223372036854775807), s.name;
       GET DIAGNOSTICS n = ROW_COUNT;
       step := 'bronze retention'; detail := pg_catalog.format('bronze.%s: %s rows older than %s removed', s.name, n, bronze_retention);
       RETURN NEXT;
     END IF;
     DELETE FROM lakehouse.stream_progress p
      WHERE p.stream = s.name AND p.committed_at < pg_catalog.now() - keep
-       AND p.batch_id < coalesce(cursor_batch, 9223372036854775807)
+       AND CASE WHEN cursor_batch IS NOT NULL THEN p.batch_id < cursor_batch
+                ELSE bronze_retention IS NOT NULL AND p.committed_at < pg_catalog.now() - bronze_retention END
        AND p.batch_id < (SELECT pg_catalog.max(q.batch_id) FROM lakehouse.stream_progress q WHERE q.stream = s.name);
     GET DIAGNOSTICS n = ROW_COUNT;
     step := 'prune'; detail := pg_catalog.format('stream_progress of %s: %s rows', s.name, n); RETURN NEXT;
@@ -1475,6 +1586,24 @@ BEGIN
 END $$;
 COMMENT ON FUNCTION lakehouse.maintain(interval, interval) IS
   'ANALYZE, history pruning (older than keep) and optional bronze retention; run hourly by lakehouse.schedule()';
+
+-- What the pg_cron jobs call: one qualified function each, so that a job's text resolves
+-- nothing through the database's search_path (jobs run as the extension's owner).
+CREATE FUNCTION lakehouse._cron_checks(freshness_bound interval)
+RETURNS bigint LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT count(*) FILTER (WHERE NOT c.passed) FROM lakehouse.run_checks(freshness_bound) c $$;
+CREATE FUNCTION lakehouse._cron_maintain(keep interval, bronze_retention interval)
+RETURNS bigint LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT count(*) FROM lakehouse.maintain(keep, bronze_retention) $$;
+CREATE FUNCTION lakehouse._cron_refresh()
+RETURNS bigint LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT coalesce(sum(r.rows_in), 0)::bigint FROM lakehouse.refresh_silver() r $$;
+REVOKE ALL ON FUNCTION lakehouse._cron_checks(interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._cron_maintain(interval, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lakehouse._cron_refresh() FROM PUBLIC;
 
 -- pg_cron must be installed in this database for schedule(): say how, plainly.
 CREATE FUNCTION lakehouse._require_pg_cron()
@@ -1511,14 +1640,14 @@ BEGIN
   END IF;
   IF checks IS NOT NULL THEN
     jobs := jobs || ARRAY[['lakehouse-checks', checks,
-                           pg_catalog.format('SELECT count(*) FILTER (WHERE NOT passed) AS failed FROM lakehouse.run_checks(%L)', freshness_bound)]];
+                           pg_catalog.format('SELECT lakehouse._cron_checks(%L::pg_catalog.interval)', freshness_bound)]];
   END IF;
   IF maintenance IS NOT NULL THEN
     jobs := jobs || ARRAY[['lakehouse-maintenance', maintenance,
-                           pg_catalog.format('SELECT count(*) FROM lakehouse.maintain(%L, %L)', keep, bronze_retention)]];
+                           pg_catalog.format('SELECT lakehouse._cron_maintain(%L::pg_catalog.interval, %L::pg_catalog.interval)', keep, bronze_retention)]];
   END IF;
   IF refresh IS NOT NULL THEN
-    jobs := jobs || ARRAY[['lakehouse-refresh', refresh, 'SELECT count(*) FROM lakehouse.refresh_silver()']];
+    jobs := jobs || ARRAY[['lakehouse-refresh', refresh, 'SELECT lakehouse._cron_refresh()']];
   END IF;
   -- Jobs no longer asked for go away, so that schedule() states the whole schedule.
   PERFORM lakehouse.unschedule();

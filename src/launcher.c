@@ -162,7 +162,7 @@ reconcile_workers(void)
 		workers[i].seen = false;
 
 	/* Nothing to do until CREATE EXTENSION (0.2.0 or later) has run in this database. */
-	if (SPI_execute("SELECT to_regclass('lakehouse.streams') IS NOT NULL", true, 1) != SPI_OK_SELECT)
+	if (SPI_execute("SELECT pg_catalog.to_regclass('lakehouse.streams') IS NOT NULL", true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "lakehouse launcher: could not look for lakehouse.streams");
 	have_streams = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
 	if (have_streams)

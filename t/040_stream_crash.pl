@@ -139,6 +139,10 @@ for my $c (1 .. $chunks)
 		kill 'KILL', $pid;
 		$node->wait_for_log(qr/background worker "lakehouse stream" \(PID $pid\) was terminated by signal 9/, $offset);
 		ok(1, "kill after chunk $c: worker $pid died of SIGKILL");
+		# The postmaster resets every backend after a worker dies of a signal: wait until it
+		# accepts connections again (on a busy machine recovery can take a moment).
+		$node->poll_query_until('postgres', 'SELECT 1', '1')
+		  or die "the server did not accept connections again after the kill";
 	}
 	$kills++;
 	lh_publish_finish($publishing);
