@@ -62,6 +62,27 @@ is($node->safe_psql('postgres', q{
 		 WHERE j.jobname = 'lakehouse-maintenance' AND d.return_message = 'SELECT 1'}) > 0 ? 1 : 0, 1,
 	'the maintenance job ran maintain()');
 
+# The jobs run as the extension's owner in a database others may own: a search_path set on
+# the database with a schema that shadows count(*) must not run anything of theirs.
+$node->safe_psql('postgres', q{
+	CREATE SCHEMA evil;
+	CREATE TABLE evil.ran (who text, at timestamptz DEFAULT now());
+	CREATE FUNCTION evil.trap(bigint) RETURNS bigint LANGUAGE sql
+	  AS 'INSERT INTO evil.ran (who) VALUES (current_user) RETURNING $1';
+	CREATE AGGREGATE evil.count(*) (sfunc = int8inc, stype = int8, finalfunc = evil.trap, initcond = '0');
+	ALTER DATABASE postgres SET search_path = evil, pg_catalog, public;
+});
+$node->safe_psql('postgres', 'SELECT count(*) FROM pg_class');
+my $armed = $node->safe_psql('postgres', 'SELECT pg_catalog.count(*) FROM evil.ran');
+is($armed, '1', 'the trap is armed (an unqualified count(*) now runs evil.count)');
+my $runs = $node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM cron.job_run_details WHERE status = 'succeeded'});
+ok( $node->poll_query_until('postgres', qq{
+		SELECT pg_catalog.count(*) >= $runs + 3 FROM cron.job_run_details WHERE status = 'succeeded'}, 't'),
+	'the jobs ran again with the hostile search_path, and succeeded');
+is($node->safe_psql('postgres', q{SELECT pg_catalog.count(*) FROM evil.ran}), $armed,
+	'no job ran the shadowing count(*)');
+$node->safe_psql('postgres', q{ALTER DATABASE postgres RESET search_path; DROP SCHEMA evil CASCADE;});
+
 is($node->safe_psql('postgres', 'SELECT lakehouse.unschedule()'), '3', 'unschedule() removed three jobs');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM cron.job WHERE jobname LIKE 'lakehouse-%'}), '0',
 	'none left in pg_cron');
