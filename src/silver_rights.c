@@ -42,6 +42,15 @@ check_caller_and_role(Oid role)
 				 errhint("The role that declared the silver table was dropped; declare the table again.")));
 }
 
+/* Checks the caller and the role, then makes role the current user, restricted. */
+static void
+switch_to_role(Oid role, Oid *saved_user, int *saved_context)
+{
+	check_caller_and_role(role);
+	GetUserIdAndSecContext(saved_user, saved_context);
+	SetUserIdAndSecContext(role, *saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
+
 /* lakehouse._exec_as(role oid, sql text): runs sql (no result wanted) as role. */
 Datum
 lakehouse_exec_as(PG_FUNCTION_ARGS)
@@ -51,9 +60,7 @@ lakehouse_exec_as(PG_FUNCTION_ARGS)
 	Oid			saved_user;
 	int			saved_context;
 
-	check_caller_and_role(role);
-	GetUserIdAndSecContext(&saved_user, &saved_context);
-	SetUserIdAndSecContext(role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	switch_to_role(role, &saved_user, &saved_context);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
@@ -99,9 +106,7 @@ lakehouse_select_array_as(PG_FUNCTION_ARGS)
 		values[i] = PG_ARGISNULL(i + 3) ? (Datum) 0 : PG_GETARG_DATUM(i + 3);
 	}
 
-	check_caller_and_role(role);
-	GetUserIdAndSecContext(&saved_user, &saved_context);
-	SetUserIdAndSecContext(role, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	switch_to_role(role, &saved_user, &saved_context);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
