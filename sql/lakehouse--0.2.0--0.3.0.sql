@@ -227,17 +227,26 @@ BEGIN
   EXECUTE pg_catalog.format('CREATE TYPE %s AS (lh_partition integer, lh_offset bigint, lh_batch bigint, lh_taken boolean, lh_reject text%s)',
                             rowtype, type_cols);
 
-  -- One query text for every range size; @PARTS@ @LOS@ @HIS@ are filled in per use.
+  -- One query text for every range size; @PARTS@ @LOS@ @HIS@ are filled in per use. Each
+  -- level is kept apart (OFFSET 0) so that the filter and every expression are evaluated
+  -- once per row, not once per reference. No ORDER BY: the admit function orders the rows
+  -- itself (bronze commit order), once.
   query := pg_catalog.format($q$
-      SELECT ROW(b.kafka_partition, b.kafka_offset, b.batch_id, f.lh_taken,
-                 CASE WHEN NOT f.lh_taken THEN NULL %s END%s)::%s
-        FROM unnest(@PARTS@, @LOS@, @HIS@) AS lh_r(lh_rp, lh_rlo, lh_rhi)
-        JOIN bronze.%I b ON b.kafka_partition = lh_r.lh_rp AND b.kafka_offset BETWEEN lh_r.lh_rlo AND lh_r.lh_rhi
-        CROSS JOIN LATERAL (SELECT ((%s) IS TRUE) AS lh_taken) f
-        CROSS JOIN LATERAL (SELECT %s) x
-       WHERE (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
-       ORDER BY b.batch_id, b.kafka_partition, b.kafka_offset$q$,
-    rejects, x_cols, rowtype, t.stream, t.filter, calc_cols);
+      SELECT ROW(x.kafka_partition, x.kafka_offset, x.batch_id, x.lh_taken,
+                 CASE WHEN NOT x.lh_taken THEN NULL %s END%s)::%s
+        FROM (SELECT f.kafka_partition, f.kafka_offset, f.batch_id, f.lh_taken, %s
+                FROM (SELECT b.*, ((%s) IS TRUE) AS lh_taken
+                        FROM unnest(@PARTS@, @LOS@, @HIS@) AS lh_r(lh_rp, lh_rlo, lh_rhi)
+                        -- One range scan of bronze's primary key per partition, never all of bronze.
+                        CROSS JOIN LATERAL (SELECT * FROM bronze.%I b0
+                                             WHERE b0.kafka_partition = lh_r.lh_rp
+                                               AND b0.kafka_offset BETWEEN lh_r.lh_rlo AND lh_r.lh_rhi
+                                               AND (lh_after IS NULL OR b0.batch_id > lh_after)
+                                               AND (lh_upto IS NULL OR b0.batch_id <= lh_upto)
+                                             OFFSET 0) b
+                      OFFSET 0) f
+              OFFSET 0) x$q$,
+    rejects, x_cols, rowtype, calc_cols, t.filter, t.stream);
 
   -- The body is passed as a quoted literal (%L): nothing in an expression can end it.
   -- Owned by the extension's owner and SECURITY INVOKER; passes call it through
@@ -245,12 +254,14 @@ BEGIN
   EXECUTE pg_catalog.format($f$
     CREATE FUNCTION %1$s(lh_after bigint, lh_upto bigint, lh_parts integer[], lh_los bigint[],
                          lh_his bigint[], lh_max_time timestamptz)
-    RETURNS SETOF %2$s LANGUAGE plpgsql VOLATILE
+    RETURNS %2$s[] LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
+    SET work_mem = '64MB'
     AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
     #variable_conflict use_column
     DECLARE
       lh_res %2$s[];
+      lh_all %2$s[] := '{}';
       lh_i integer;
       lh_lo bigint;
       lh_hi bigint;
@@ -260,9 +271,7 @@ BEGIN
       -- A data error (a failed cast, a wrong type, a domain's check) is the row's fault: the
       -- row becomes a reject. Any other error (a privilege, a missing table) stops the pass.
       BEGIN
-        lh_res := ARRAY(%3$s);
-        RETURN QUERY SELECT * FROM unnest(lh_res);
-        RETURN;
+        RETURN ARRAY(%3$s);
       EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
         NULL;   -- some row does not fit the declaration: find it below
       END;
@@ -271,24 +280,23 @@ BEGIN
         WHILE lh_lo <= lh_his[lh_i] LOOP
           lh_hi := least(lh_lo + lh_chunk - 1, lh_his[lh_i]);
           BEGIN
-            lh_res := ARRAY(%4$s);
-            RETURN QUERY SELECT * FROM unnest(lh_res);
+            lh_all := lh_all || ARRAY(%4$s);
           EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
             FOR lh_one IN SELECT b.kafka_offset, b.batch_id FROM bronze.%5$I b
                            WHERE b.kafka_partition = lh_parts[lh_i] AND b.kafka_offset BETWEEN lh_lo AND lh_hi
                              AND (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
                            ORDER BY b.kafka_offset LOOP
               BEGIN
-                lh_res := ARRAY(%6$s);
-                RETURN QUERY SELECT * FROM unnest(lh_res);
+                lh_all := lh_all || ARRAY(%6$s);
               EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
-                RETURN NEXT ROW(lh_parts[lh_i], lh_one.kafka_offset, lh_one.batch_id, true, SQLERRM%7$s)::%2$s;
+                lh_all := lh_all || ROW(lh_parts[lh_i], lh_one.kafka_offset, lh_one.batch_id, true, SQLERRM%7$s)::%2$s;
               END;
             END LOOP;
           END;
           lh_lo := lh_hi + 1;
         END LOOP;
       END LOOP;
+      RETURN lh_all;
     END $body$,
     extract_fn, rowtype,
     pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'lh_parts'), '@LOS@', 'lh_los'), '@HIS@', 'lh_his'),
@@ -311,6 +319,7 @@ BEGIN
                          OUT min_admitted timestamptz)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
+    SET work_mem = '64MB'
     AS $body$
     #variable_conflict use_column
     DECLARE
@@ -523,7 +532,7 @@ BEGIN
   PERFORM lakehouse._silver_generate(t);
   -- The whole extraction once over no rows, with the owner's rights.
   PERFORM lakehouse._exec_as(owner::oid, pg_catalog.format(
-    'SELECT count(*) FROM lakehouse.%I(0, 0, ''{}'', ''{}'', ''{}'', pg_catalog.now())', 'silver_' || name || '_extract'));
+    'SELECT lakehouse.%I(0, 0, ''{}'', ''{}'', ''{}'', pg_catalog.now())', 'silver_' || name || '_extract'));
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._declare_silver(text, text, lakehouse.silver_column[], text[], text, text,
                                                  interval, interval, integer, interval, boolean, regrole) FROM PUBLIC;
@@ -641,7 +650,7 @@ BEGIN
     INTO c
     USING t.last_batch_id, upto, coalesce(parts, '{}'), coalesce(los, '{}'), coalesce(his, '{}'),
           started OPERATOR(pg_catalog.+) t.future_limit, t.max_event_time, delay, pass, t.owner::oid,
-          pg_catalog.format('SELECT ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r)', 'silver_' || t.name || '_extract');
+          pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
 
   newest := GREATEST(t.max_event_time, c.new_max);
   UPDATE lakehouse.silver_tables s
@@ -739,7 +748,7 @@ BEGIN
                             'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
     INTO c
     USING parts, offs, 'infinity'::timestamptz, delay, pass, t.owner::oid,
-          pg_catalog.format('SELECT ARRAY(SELECT r FROM lakehouse.%I($1, $2, $3, $4, $5, $6) r)', 'silver_' || t.name || '_extract');
+          pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
   UPDATE lakehouse.silver_late l SET replayed_in = pass
     FROM unnest(parts, offs) AS r(p, o)
    WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.kafka_partition OPERATOR(pg_catalog.=) r.p
