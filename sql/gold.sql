@@ -141,7 +141,7 @@ SELECT count(*) AS minutes, (SELECT count(*) FROM (
 SELECT count(*) AS page_hours, (SELECT count(*) FROM (
   (SELECT hour, wiki, title, edits, distinct_editors, rank FROM gold.top_pages_hourly
    EXCEPT
-   SELECT *, rank() OVER (PARTITION BY hour, wiki ORDER BY edits DESC, editors DESC)
+   SELECT *, row_number() OVER (PARTITION BY hour, wiki ORDER BY edits DESC, editors DESC, title)
      FROM (SELECT date_trunc('hour', event_time, 'UTC') AS hour, wiki, title, count(*) AS edits, count(DISTINCT user_name) AS editors
              FROM silver.edits GROUP BY 1, 2, 3) x)) d) AS differences
   FROM gold.top_pages_hourly;

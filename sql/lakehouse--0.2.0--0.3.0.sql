@@ -1004,7 +1004,9 @@ BEGIN
   CREATE TABLE lakehouse.gold_page_hour (
       hour timestamptz NOT NULL, wiki text NOT NULL, title text NOT NULL, edits bigint NOT NULL, editors bigint NOT NULL,
       PRIMARY KEY (hour, wiki, title));
-  CREATE INDEX gold_page_hour_top ON lakehouse.gold_page_hour (hour, wiki, edits DESC);
+  -- The order of gold.top_pages_hourly's rank: a top-N query reads the first N entries
+  -- of each (hour, wiki) and stops (PostgreSQL 15 ends a row_number() <= N scan early).
+  CREATE INDEX gold_page_hour_top ON lakehouse.gold_page_hour (hour, wiki, edits DESC, editors DESC, title);
   CREATE TABLE lakehouse.gold_page_hour_editor (
       hour timestamptz NOT NULL, wiki text NOT NULL, title text NOT NULL, user_name text NOT NULL,
       PRIMARY KEY (hour, wiki, title, user_name));
@@ -1038,7 +1040,7 @@ BEGIN
 
   CREATE VIEW gold.top_pages_hourly AS
     SELECT g.hour, g.wiki, g.title, g.edits, g.editors AS distinct_editors,
-           pg_catalog.rank() OVER (PARTITION BY g.hour, g.wiki ORDER BY g.edits DESC, g.editors DESC) AS rank
+           pg_catalog.row_number() OVER (PARTITION BY g.hour, g.wiki ORDER BY g.edits DESC, g.editors DESC, g.title) AS rank
       FROM lakehouse.gold_page_hour g;
   COMMENT ON VIEW gold.top_pages_hourly IS 'per hour (UTC) and wiki: pages by edits; filter on hour (and rank) for a top list';
   COMMENT ON COLUMN gold.top_pages_hourly.hour IS 'start of the hour, by event time';
@@ -1046,7 +1048,7 @@ BEGIN
   COMMENT ON COLUMN gold.top_pages_hourly.title IS 'page title';
   COMMENT ON COLUMN gold.top_pages_hourly.edits IS 'edits and creations of the page in the hour';
   COMMENT ON COLUMN gold.top_pages_hourly.distinct_editors IS 'distinct users who edited it in the hour (exact)';
-  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour (ties share a rank)';
+  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour; ties broken by distinct editors, then title';
 
   CREATE VIEW gold.editor_activity_daily AS
     SELECT g.day, g.wiki, g.user_name, g.edits, g.sessions, g.is_bot FROM lakehouse.gold_editor_day g;
