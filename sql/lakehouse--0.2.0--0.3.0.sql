@@ -325,12 +325,10 @@ BEGIN
     DECLARE
       lh_b timestamptz;
     BEGIN
+      -- The partitions the rows need (a late row's too: at worst one empty partition more).
       FOR lh_b IN
-        SELECT DISTINCT lakehouse._silver_bucket(v.t, %3$L)
-          FROM (SELECT r.%4$s AS t, max(r.%4$s) OVER (ORDER BY r.lh_batch, r.lh_partition, r.lh_offset
-                                                       ROWS UNBOUNDED PRECEDING) AS m
-                  FROM unnest(lh_rows) r WHERE r.lh_taken AND r.lh_reject IS NULL) v
-         WHERE NOT (lh_check_late AND v.t < greatest(v.m, lh_max) - lh_delay)
+        SELECT DISTINCT lakehouse._silver_bucket(r.%4$s, %3$L)
+          FROM unnest(lh_rows) r WHERE r.lh_taken AND r.lh_reject IS NULL
       LOOP
         PERFORM lakehouse._silver_ensure_partition(%5$L, lh_b, %3$L);
       END LOOP;
