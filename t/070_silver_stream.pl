@@ -215,6 +215,39 @@ $t = totals('pass');
 is($t->{in}, $bronze_after, 'every bronze row read once across the crash');
 is($t->{in}, $t->{out} + $t->{dup} + $t->{late} + $t->{invalid} + $t->{filtered}, 'the ledger balances');
 
+# A silver table whose passes fail (its owner lost the right to read bronze) is reported
+# and retried with backoff by the silver worker, and holds up no other table.
+$node->safe_psql('postgres', q{
+	CREATE ROLE regress_silver_owner;
+	GRANT lakehouse_admin TO regress_silver_owner;
+	SET ROLE regress_silver_owner;
+	SELECT lakehouse.create_silver('broken', 'wiki',
+	  ARRAY[lakehouse.silver_column('id', 'uuid', $e$(payload->'meta'->>'id')::uuid$e$),
+	        lakehouse.silver_column('t', 'timestamptz', $e$(payload->'meta'->>'dt')::timestamptz$e$)],
+	  ARRAY['id'], 't');
+	RESET ROLE;
+	REVOKE SELECT ON bronze.wiki FROM regress_silver_owner;
+});
+$log_offset = -s $node->logfile;
+my $edits_before = totals('pass')->{in};
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/rec.jsonl", '--quiet');
+wait_silver_caught_up();
+cmp_ok(totals('pass')->{in}, '>', $edits_before, 'silver.edits went on while the other table failed');
+ok($node->wait_for_log(qr/WARNING:  lakehouse silver pass of "broken" failed: permission denied for table wiki/, $log_offset),
+	'the failing table is reported in the server log');
+my $warnings = () = slurp_file($node->logfile, $log_offset) =~ /silver pass of "broken" failed/g;
+sleep 2;
+my $warnings_later = () = slurp_file($node->logfile, $log_offset) =~ /silver pass of "broken" failed/g;
+cmp_ok($warnings_later - $warnings, '<=', 3, "and retried with backoff, not in a loop ($warnings, then $warnings_later after 2 s)");
+$node->safe_psql('postgres', q{SELECT lakehouse.drop_silver('broken', true); DROP OWNED BY regress_silver_owner; DROP ROLE regress_silver_owner;});
+
+# An idle pipeline spends no transaction ids (the silver worker's look for new batches is
+# read-only): the next transaction id does not move while nothing arrives.
+my $xid_before = $node->safe_psql('postgres', 'SELECT pg_snapshot_xmax(pg_current_snapshot())');
+sleep 2;
+my $xid_after = $node->safe_psql('postgres', 'SELECT pg_snapshot_xmax(pg_current_snapshot())');
+is($xid_after, $xid_before, 'no transaction id spent in 2 s of idling');
+
 # The asset checks on a real stream: all pass (the broker check asks the broker itself),
 # and an offset moved past the broker's end fails the broker check.
 wait_silver_caught_up();
