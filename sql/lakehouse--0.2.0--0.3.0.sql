@@ -93,10 +93,11 @@ AS $$ SELECT ROW(name, type, expr)::lakehouse.silver_column $$;
 COMMENT ON FUNCTION lakehouse.silver_column(text, text, text) IS
   'one column of a silver declaration: name, SQL type, expression over the bronze row';
 
--- The first instant of the partition that holds event time t.
+-- The first instant of the partition that holds event time t. No SET clause and not STRICT,
+-- so that PostgreSQL inlines it into the pass (everything in it is qualified); STABLE
+-- because date_trunc with a time zone is.
 CREATE FUNCTION lakehouse._silver_bucket(t timestamptz, step interval)
-RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT
-SET search_path = pg_catalog, pg_temp
+RETURNS timestamptz LANGUAGE sql STABLE
 AS $$
   SELECT CASE WHEN step OPERATOR(pg_catalog.=) '1 month'::interval
               THEN pg_catalog.date_trunc('month', t, 'UTC')
@@ -260,7 +261,6 @@ BEGIN
     AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
     #variable_conflict use_column
     DECLARE
-      lh_res %2$s[];
       lh_all %2$s[] := '{}';
       lh_i integer;
       lh_lo bigint;
@@ -384,6 +384,7 @@ DECLARE
   t lakehouse.silver_tables;
   ddl text := '';
   granted boolean;
+  stale boolean;
   oldest bigint;
 BEGIN
   IF name IS NULL OR stream IS NULL OR columns IS NULL OR key IS NULL OR event_time IS NULL
@@ -485,8 +486,8 @@ BEGIN
   PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('lakehouse.stream_progress:' || stream));
   SELECT pg_catalog.min(p.batch_id) INTO oldest FROM lakehouse.stream_progress p WHERE p.stream = _declare_silver.stream;
   IF oldest IS NOT NULL AND oldest > 1 THEN
-    EXECUTE pg_catalog.format('SELECT EXISTS (SELECT 1 FROM bronze.%I b WHERE b.batch_id < $1)', stream) INTO granted USING oldest;
-    IF granted THEN
+    EXECUTE pg_catalog.format('SELECT EXISTS (SELECT 1 FROM bronze.%I b WHERE b.batch_id < $1)', stream) INTO stale USING oldest;
+    IF stale THEN
       RAISE EXCEPTION 'bronze.% holds batches older than its oldest stream_progress row (batch %)', stream, oldest
         USING ERRCODE = 'object_not_in_prerequisite_state',
               DETAIL = 'Silver reads bronze batch by batch through lakehouse.stream_progress; the rows of pruned batches would be skipped.',
@@ -898,15 +899,6 @@ BEGIN
      SET edits = g.edits + excluded.edits,
          editors = g.editors + excluded.editors;
 
-  -- Editors per day: edits and the bot flag here; sessions below.
-  INSERT INTO lakehouse.gold_editor_day AS g (day, wiki, user_name, edits, sessions, is_bot)
-  SELECT (n.event_time AT TIME ZONE 'UTC')::date, n.wiki, n.user_name, pg_catalog.count(*), 0,
-         pg_catalog.bool_or(coalesce(n.is_bot, false))
-    FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL
-   GROUP BY 1, 2, 3
-  ON CONFLICT (day, wiki, user_name) DO UPDATE
-     SET edits = g.edits + excluded.edits, is_bot = g.is_bot OR excluded.is_bot;
-
   -- Sessions. Every session of a touched (wiki, user) that lies within the gap of a new
   -- edit is taken out and merged again with the new edits (gaps and islands: a new
   -- session starts where an edit starts more than the gap after everything before it). A
@@ -953,9 +945,18 @@ BEGIN
                         pg_catalog.floor(pg_catalog.date_part('epoch', i.session_end - i.session_start))::bigint,
                         i.edits
                    FROM ins i),
+       -- Editors per day: the new edits, the bot flag and the sessions' change, in one upsert.
        per_editor AS (INSERT INTO lakehouse.gold_editor_day AS g (day, wiki, user_name, edits, sessions, is_bot)
-                      SELECT d.day, d.wiki, d.user_name, 0, pg_catalog.sum(d.k), false FROM delta d GROUP BY 1, 2, 3
-                      ON CONFLICT (day, wiki, user_name) DO UPDATE SET sessions = g.sessions + excluded.sessions
+                      SELECT e.day, e.wiki, e.user_name, pg_catalog.sum(e.edits), pg_catalog.sum(e.sessions),
+                             pg_catalog.bool_or(e.is_bot)
+                        FROM (SELECT d.day, d.wiki, d.user_name, 0 AS edits, d.k AS sessions, false AS is_bot FROM delta d
+                              UNION ALL
+                              SELECT (n.event_time AT TIME ZONE 'UTC')::date, n.wiki, n.user_name, 1, 0, coalesce(n.is_bot, false)
+                                FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL) e
+                       GROUP BY 1, 2, 3
+                      ON CONFLICT (day, wiki, user_name) DO UPDATE
+                         SET edits = g.edits + excluded.edits, sessions = g.sessions + excluded.sessions,
+                             is_bot = g.is_bot OR excluded.is_bot
                       RETURNING 1)
   INSERT INTO lakehouse.gold_session_length_day AS g (day, length_s, sessions, edits)
   SELECT d.day, d.len, pg_catalog.sum(d.k), pg_catalog.sum(d.k * d.n) FROM delta d GROUP BY 1, 2
