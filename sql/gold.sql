@@ -39,6 +39,12 @@ $$;
 
 SELECT lakehouse.create_recentchange_pipeline('rc');
 SELECT lakehouse.set_silver_continuous('edits', false);
+-- Every gold view and each of its columns is described, and anyone may read them.
+SELECT c.relname, obj_description(c.oid, 'pg_class') IS NOT NULL AS view_comment,
+       count(*) FILTER (WHERE col_description(c.oid, a.attnum) IS NULL) AS columns_without_comment,
+       has_table_privilege('public', c.oid, 'SELECT') AS public_select
+  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+ WHERE c.relnamespace = 'gold'::regnamespace GROUP BY c.oid, c.relname ORDER BY 1;
 
 -- Sessions: alice edits at 10:00 and 10:50 (two sessions: 50 min apart), then an edit at
 -- 10:25 arrives and bridges them into one. bob's edits exactly 30 minutes apart share a
