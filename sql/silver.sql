@@ -27,10 +27,10 @@ BEGIN
             FROM bronze.s WHERE batch_id = b GROUP BY 1) x;
   RETURN b;
 END $$;
--- An event with id number n and event time t (minutes after 10:00).
+-- An event with id number n and event time t (minutes after 10:00 UTC).
 CREATE FUNCTION ev(n integer, minute integer, typ text DEFAULT 'edit') RETURNS jsonb LANGUAGE sql AS $$
   SELECT jsonb_build_object('meta', jsonb_build_object('id', format('00000000-0000-0000-0000-%s', lpad(n::text, 12, '0')),
-                                                       'dt', to_char(timestamptz '2020-01-01 10:00+00' + minute * interval '1 min',
+                                                       'dt', to_char((timestamptz '2020-01-01 10:00+00' + minute * interval '1 min') AT TIME ZONE 'UTC',
                                                                      'YYYY-MM-DD"T"HH24:MI:SS"Z"')),
                             'type', typ, 'n', n)
 $$;
@@ -89,14 +89,31 @@ SELECT n, event_time, kafka_partition, kafka_offset FROM silver.ev ORDER BY n;
 SELECT kafka_partition, kafka_offset, reason FROM lakehouse.silver_rejects;
 -- Nothing new: no pass row.
 SELECT * FROM lakehouse.refresh_silver('ev');
--- Next: copies of 4 and 2 (behind the watermark, but in silver: duplicates) and a new
--- event 8 that moves the watermark to 10:30; then in the next batch event 9 behind it
--- (late, twice), event 10 ahead of it, and a copy of 8. Within a batch, rows count in
--- (partition, offset) order.
+-- Each partition has its own watermark: partition 0 stands at 10:09 - 10 min, partition 1
+-- at 10:20 - 10 min. Next: copies of 4 and 2 (behind the watermark, but in silver:
+-- duplicates) and a new event 8 that moves partition 1's watermark to 10:30; then in the
+-- next batch event 9 in partition 0 (on time there) and again in partition 1 (behind
+-- 10:30, but admitted from partition 0: a duplicate), event 10, a copy of 8, and event 13
+-- twice in partition 1 (late, twice). Within a batch, rows count in (partition, offset)
+-- order. The low watermark follows the partition that is behind.
 SELECT fake_batch(ARRAY[ev(4, 9), ev(2, 5), ev(8, 40)], ARRAY[0, 1, 1]);
-SELECT fake_batch(ARRAY[ev(9, 29), ev(10, 31), ev(9, 29), ev(8, 40)], ARRAY[0, 0, 1, 1]);
+SELECT fake_batch(ARRAY[ev(9, 29), ev(10, 31), ev(9, 29), ev(8, 40), ev(13, 15), ev(13, 15)], ARRAY[0, 0, 1, 1, 1, 1]);
 SELECT * FROM lakehouse.refresh_silver();
 SELECT kafka_partition, kafka_offset, event_time, pass_id, replayed_in FROM lakehouse.silver_late ORDER BY 1, 2;
+SELECT silver, kafka_partition, max_event_time, last_batch_id FROM lakehouse.silver_partitions ORDER BY 1, 2;
+-- A backlog: partition 0's batches run five hours ahead of partition 1's (the worker reads
+-- each partition in its own order). Partition 1's next events are judged by partition 1
+-- alone: event 14 is on time, event 15 is late by partition 1's own watermark.
+SELECT fake_batch(ARRAY[ev(16, 300)], ARRAY[0]);
+SELECT fake_batch(ARRAY[ev(14, 41), ev(15, 12)], ARRAY[1, 1]);
+SELECT * FROM lakehouse.refresh_silver('ev');
+SELECT n, kafka_partition FROM silver.ev WHERE n IN (14, 15, 16) ORDER BY n;
+-- Partition 1 goes quiet (its last rows committed an hour ago, longer than the
+-- watermark): it stops holding the low watermark back, which moves up to partition 0's.
+UPDATE lakehouse.silver_partitions SET last_batch_committed_at = last_batch_committed_at - interval '1 hour'
+ WHERE silver = 'ev' AND kafka_partition = 1;
+SELECT fake_batch(ARRAY[ev(17, 301)], ARRAY[0]);
+SELECT rows_out, watermark FROM lakehouse.refresh_silver('ev');
 -- A copy resent much later (the watermark days ahead) is still a duplicate, not late.
 SELECT fake_batch(ARRAY[ev(11, 60 * 24 * 3)], ARRAY[0]);
 SELECT fake_batch(ARRAY[ev(3, 20), ev(1, 0)], ARRAY[1, 1]);
@@ -112,12 +129,15 @@ SELECT silver, sum(rows_in) rows_in, sum(rows_out) rows_out, sum(duplicates_drop
        sum(invalid) invalid, sum(filtered) filtered, bool_and(balanced) balanced
   FROM passes WHERE kind = 'pass' GROUP BY 1 ORDER BY 1;
 
--- Replay takes the late rows of a time range again; the key still decides.
+-- Replay takes the late rows of a time range again; the key still decides: the two
+-- copies of 13 give one row, 15 another.
+SELECT count(*) AS late_rows_to_replay FROM lakehouse.silver_late
+ WHERE silver = 'ev' AND event_time >= '2020-01-01 10:00+00' AND event_time < '2020-01-01 11:00+00';
 SELECT * FROM lakehouse.replay_late('ev', '2020-01-01 10:00+00', '2020-01-01 11:00+00');
-SELECT kafka_partition, kafka_offset, replayed_in FROM lakehouse.silver_late ORDER BY 1, 2;
+SELECT kafka_partition, kafka_offset, replayed_in FROM lakehouse.silver_late WHERE silver = 'ev' ORDER BY 1, 2;
 SELECT * FROM lakehouse.replay_late('ev', '2020-01-01 10:00+00', '2020-01-01 11:00+00');
 SELECT n FROM silver.ev ORDER BY n;
-SELECT * FROM passes ORDER BY pass_id;
+SELECT * FROM passes ORDER BY pass_id, silver;
 -- Partitions follow event time (one day each by default).
 SELECT c.relname, count(*) FROM silver.ev e JOIN pg_class c ON c.oid = e.tableoid GROUP BY 1 ORDER BY 1;
 

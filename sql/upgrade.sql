@@ -1,5 +1,9 @@
 -- An existing 0.1.0 installation upgrades in place (ALTER EXTENSION UPDATE) and ends with
 -- the same objects as CREATE EXTENSION of the current version.
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse;
 CREATE TEMP TABLE fresh AS
   SELECT pg_describe_object(classid, objid, 0) AS object
     FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
@@ -15,8 +19,43 @@ CREATE TEMP TABLE upgraded AS
   SELECT pg_describe_object(classid, objid, 0) AS object
     FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
      AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lakehouse');
-SELECT count(*) > 0 AS has_objects FROM upgraded;
+SELECT (SELECT count(*) FROM fresh) > 0 AND (SELECT count(*) FROM upgraded) > 0 AS both_have_objects;
 (SELECT 'only after install' AS diff, object FROM fresh EXCEPT SELECT 'only after install', object FROM upgraded)
 UNION ALL
 (SELECT 'only after upgrade', object FROM upgraded EXCEPT SELECT 'only after upgrade', object FROM fresh)
 ORDER BY 1, 2;
+
+-- A 0.3.0 installation with a silver table upgrades, and the table goes on where it
+-- stood: its functions are written anew (per-partition watermark) and stay out of the
+-- extension, so drop_silver can still remove them.
+DROP EXTENSION lakehouse;
+CREATE EXTENSION lakehouse VERSION '0.3.0';
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('u', 'no.such.topic', false);
+CREATE TABLE bronze.u (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+CREATE FUNCTION u_batch(b bigint, p integer, o bigint, n integer, minute integer) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO bronze.u (kafka_partition, kafka_offset, payload, batch_id)
+  VALUES (p, o, jsonb_build_object('n', n, 'dt', to_char((timestamptz '2020-01-01 10:00+00' + minute * interval '1 min') AT TIME ZONE 'UTC',
+                                                         'YYYY-MM-DD"T"HH24:MI:SS"Z"')), b);
+  INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters, first_offsets, last_offsets, started_at)
+  VALUES ('u', b, 1, 0, 0, jsonb_build_object(p::text, o), jsonb_build_object(p::text, o), now());
+$$;
+SELECT u_batch(1, 0, 0, 1, 60), u_batch(2, 1, 0, 2, 0);
+SELECT lakehouse.create_silver('u', 'u', ARRAY[lakehouse.silver_column('n', 'int', $e$(payload->>'n')::int$e$),
+                                               lakehouse.silver_column('t', 'timestamptz', $e$(payload->>'dt')::timestamptz$e$)],
+                               ARRAY['n'], 't', watermark => '10 min', continuous => false);
+-- 0.3.0 judged partition 1's event 2 (10:00) by partition 0's 11:00: late.
+SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('u');
+ALTER EXTENSION lakehouse UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
+-- Partition 1 now has its own watermark, from the newest time 0.3.0 had seen (11:00), so
+-- its next event at 10:55 is on time and one at 10:30 is late.
+SELECT u_batch(3, 1, 1, 3, 55), u_batch(4, 1, 2, 4, 30);
+SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('u');
+SELECT array_agg(n ORDER BY n) AS admitted FROM silver.u;
+SELECT count(*) AS generated_in_extension FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND p.proname LIKE 'silver_u_%';
+SELECT lakehouse.drop_silver('u', true);
+SELECT count(*) AS left_behind FROM pg_proc WHERE proname LIKE 'silver_u_%';
+DROP FUNCTION u_batch(bigint, integer, bigint, integer, integer);

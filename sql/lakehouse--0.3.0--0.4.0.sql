@@ -1,0 +1,686 @@
+-- lakehouse 0.3.0 -> 0.4.0: silver's watermark runs per Kafka partition.
+--
+-- Until 0.3.0 a silver table had one watermark: the newest event time seen in bronze
+-- commit order, over all partitions, minus the table's watermark. When the stream worker
+-- catches up a backlog, one partition's batches can run hours ahead of another's (each
+-- partition is read in its own order), and the lagging partition's on-time events were
+-- judged against the leading one and dropped as late. Now each partition keeps its own
+-- newest event time, and a row is late only when it is behind its own partition's
+-- watermark. The table's low watermark (the lowest of its active partitions') closes
+-- editor sessions. How and why: README.md, "Bronze to silver".
+\echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.4.0'" to load this file. \quit
+
+-- Per silver table and Kafka partition: that partition's watermark state. Moved only by a
+-- pass, in the pass's own transaction.
+CREATE TABLE lakehouse.silver_partitions (
+    silver          text NOT NULL,
+    kafka_partition integer NOT NULL,
+    max_event_time  timestamptz,            -- newest event time of a valid row; NULL: none yet
+    last_batch_id   bigint NOT NULL,        -- the newest bronze batch that held this partition
+    last_batch_committed_at timestamptz NOT NULL,
+    PRIMARY KEY (silver, kafka_partition)
+);
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_partitions', '');
+GRANT SELECT ON lakehouse.silver_partitions TO lakehouse_admin;
+COMMENT ON TABLE lakehouse.silver_partitions IS
+  'per silver table and Kafka partition: the newest event time seen (the partition''s watermark is it minus the table''s watermark)';
+
+-- The low watermark: the lowest watermark of the partitions active in the last
+-- <watermark> of bronze commit time; it never goes back. It closes editor sessions.
+ALTER TABLE lakehouse.silver_tables ADD COLUMN low_watermark timestamptz;
+COMMENT ON COLUMN lakehouse.silver_tables.max_event_time IS 'newest event time seen on time, over all partitions';
+COMMENT ON COLUMN lakehouse.silver_tables.low_watermark IS
+  'lowest watermark of the partitions that had bronze rows in the last <watermark> of commit time; never goes back';
+
+-- Per pass, each partition's watermark at the start and the oldest event time admitted
+-- from it ({"partition": time}): the silver_passes check compares the two.
+ALTER TABLE lakehouse.silver_progress ADD COLUMN partition_watermarks jsonb,
+                                      ADD COLUMN partition_min_admitted jsonb;
+COMMENT ON COLUMN lakehouse.silver_progress.watermark_before IS 'the table''s low watermark at the start of the pass';
+COMMENT ON COLUMN lakehouse.silver_progress.watermark IS 'the table''s low watermark after the pass';
+
+-- Tables declared under 0.3.0 start every partition they have read at the table's newest
+-- event time, which is what 0.3.0 judged those partitions' next rows by.
+INSERT INTO lakehouse.silver_partitions (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
+SELECT t.name, e.key::integer, t.max_event_time, pg_catalog.max(p.batch_id), pg_catalog.max(p.committed_at)
+  FROM lakehouse.silver_tables t
+  JOIN lakehouse.stream_progress p ON p.stream = t.stream AND p.batch_id <= t.last_batch_id
+ CROSS JOIN LATERAL pg_catalog.jsonb_object_keys(p.first_offsets) AS e(key)
+ GROUP BY t.name, e.key::integer, t.max_event_time;
+UPDATE lakehouse.silver_tables SET low_watermark = max_event_time - watermark;
+
+-- Writes the row type and the two functions behind one silver table (see README, "Bronze
+-- to silver"); 0.4.0 changes the admit function (late is judged per partition):
+--   lakehouse.silver_<name>_extract: evaluates the declaration over a range of bronze rows.
+--     Owned by the extension and SECURITY INVOKER; passes call it through
+--     lakehouse._select_array_as with the declaring role's rights, never the superuser's. A
+--     row whose expressions raise a data error (a failed cast, a wrong type) becomes a
+--     reject with the error text instead of failing the pass: the whole range is tried at
+--     once, and only if that fails, in chunks, then row by row.
+--   lakehouse.silver_<name>_admit: judges the extracted rows (late, duplicate, new),
+--     inserts the new ones and records late rows and rejects, in one statement.
+CREATE OR REPLACE FUNCTION lakehouse._silver_generate(t lakehouse.silver_tables)
+RETURNS void LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+  rowtype text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_row');
+  extract_fn text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_extract');
+  admit_fn text := pg_catalog.format('lakehouse.%I', 'silver_' || t.name || '_admit');
+  col lakehouse.silver_column;
+  k text;
+  type_cols text := '';      -- "c" type, ...
+  calc_cols text := '';      -- CASE WHEN taken THEN (expr)::type END AS "c", ...
+  x_cols text := '';         -- x."c", ...
+  null_cols text := '';      -- NULL, ...
+  j_cols text := '';         -- j."c", ...
+  ins_cols text := '';       -- "c", ...
+  key_match_s text := '';    -- s."k" = j."k" AND ...
+  key_match_o text := '';    -- o."k" = j."k" AND ...
+  rejects text := '';
+  tcol text := pg_catalog.format('%I', t.event_time);
+  query text;
+BEGIN
+  FOREACH col IN ARRAY t.columns LOOP
+    type_cols := type_cols || pg_catalog.format(', %I %s', col.name, col.type);
+    calc_cols := calc_cols || pg_catalog.format('%sCASE WHEN f.lh_taken THEN (%s)::%s END AS %I',
+                                                CASE WHEN calc_cols = '' THEN '' ELSE ', ' END,
+                                                col.expr, col.type, col.name);
+    x_cols := x_cols || pg_catalog.format(', x.%I', col.name);
+    null_cols := null_cols || ', NULL';
+    j_cols := j_cols || pg_catalog.format('j.%I, ', col.name);
+    ins_cols := ins_cols || pg_catalog.format('%I, ', col.name);
+  END LOOP;
+  FOREACH k IN ARRAY t.key LOOP
+    rejects := rejects || pg_catalog.format(' WHEN x.%I IS NULL THEN %L', k, 'key column ' || k || ' is null');
+    key_match_s := key_match_s || pg_catalog.format(' AND s.%I = j.%I', k, k);
+    key_match_o := key_match_o || pg_catalog.format(' AND o.%I = j.%I', k, k);
+  END LOOP;
+  rejects := rejects || pg_catalog.format(' WHEN x.%s IS NULL THEN %L', tcol, 'event time column ' || t.event_time || ' is null')
+             || pg_catalog.format(' WHEN NOT pg_catalog.isfinite(x.%s) THEN ''event time '' || x.%s::text || '' is not a finite time''', tcol, tcol)
+             || pg_catalog.format(' WHEN x.%s > lh_max_time THEN ''event time '' || x.%s::text || '' is past the future limit '' || lh_max_time::text', tcol, tcol);
+
+  EXECUTE pg_catalog.format('CREATE TYPE %s AS (lh_partition integer, lh_offset bigint, lh_batch bigint, lh_taken boolean, lh_reject text%s)',
+                            rowtype, type_cols);
+
+  -- One query text for every range size; @PARTS@ @LOS@ @HIS@ are filled in per use. Each
+  -- level is kept apart (OFFSET 0) so that the filter and every expression are evaluated
+  -- once per row, not once per reference. No ORDER BY: the admit function orders the rows
+  -- itself (bronze commit order), once.
+  query := pg_catalog.format($q$
+      SELECT ROW(x.kafka_partition, x.kafka_offset, x.batch_id, x.lh_taken,
+                 CASE WHEN NOT x.lh_taken THEN NULL %s END%s)::%s
+        FROM (SELECT f.kafka_partition, f.kafka_offset, f.batch_id, f.lh_taken, %s
+                FROM (SELECT b.*, ((%s) IS TRUE) AS lh_taken
+                        FROM unnest(@PARTS@, @LOS@, @HIS@) AS lh_r(lh_rp, lh_rlo, lh_rhi)
+                        -- One range scan of bronze's primary key per partition, never all of bronze.
+                        CROSS JOIN LATERAL (SELECT * FROM bronze.%I b0
+                                             WHERE b0.kafka_partition = lh_r.lh_rp
+                                               AND b0.kafka_offset BETWEEN lh_r.lh_rlo AND lh_r.lh_rhi
+                                               AND (lh_after IS NULL OR b0.batch_id > lh_after)
+                                               AND (lh_upto IS NULL OR b0.batch_id <= lh_upto)
+                                             OFFSET 0) b
+                      OFFSET 0) f
+              OFFSET 0) x$q$,
+    rejects, x_cols, rowtype, calc_cols, t.filter, t.stream);
+
+  -- The body is passed as a quoted literal (%L): nothing in an expression can end it.
+  -- Owned by the extension's owner and SECURITY INVOKER; passes call it through
+  -- lakehouse._select_array_as with the declaring role's rights.
+  EXECUTE pg_catalog.format($f$
+    CREATE FUNCTION %1$s(lh_after bigint, lh_upto bigint, lh_parts integer[], lh_los bigint[],
+                         lh_his bigint[], lh_max_time timestamptz)
+    RETURNS %2$s[] LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET work_mem = '64MB'
+    AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
+    #variable_conflict use_column
+    DECLARE
+      lh_all %2$s[] := '{}';
+      lh_i integer;
+      lh_lo bigint;
+      lh_hi bigint;
+      lh_one record;
+      lh_chunk constant integer := 1000;
+    BEGIN
+      -- A data error (a failed cast, a wrong type, a domain's check) is the row's fault: the
+      -- row becomes a reject. Any other error (a privilege, a missing table) stops the pass.
+      BEGIN
+        RETURN ARRAY(%3$s);
+      EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+        NULL;   -- some row does not fit the declaration: find it below
+      END;
+      FOR lh_i IN 1 .. coalesce(array_length(lh_parts, 1), 0) LOOP
+        lh_lo := lh_los[lh_i];
+        WHILE lh_lo <= lh_his[lh_i] LOOP
+          lh_hi := least(lh_lo + lh_chunk - 1, lh_his[lh_i]);
+          BEGIN
+            lh_all := lh_all || ARRAY(%4$s);
+          EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+            FOR lh_one IN SELECT b.kafka_offset, b.batch_id FROM bronze.%5$I b
+                           WHERE b.kafka_partition = lh_parts[lh_i] AND b.kafka_offset BETWEEN lh_lo AND lh_hi
+                             AND (lh_after IS NULL OR b.batch_id > lh_after) AND (lh_upto IS NULL OR b.batch_id <= lh_upto)
+                           ORDER BY b.kafka_offset LOOP
+              BEGIN
+                lh_all := lh_all || ARRAY(%6$s);
+              EXCEPTION WHEN data_exception OR integrity_constraint_violation THEN
+                lh_all := lh_all || ROW(lh_parts[lh_i], lh_one.kafka_offset, lh_one.batch_id, true, SQLERRM%7$s)::%2$s;
+              END;
+            END LOOP;
+          END;
+          lh_lo := lh_hi + 1;
+        END LOOP;
+      END LOOP;
+      RETURN lh_all;
+    END $body$,
+    extract_fn, rowtype,
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'lh_parts'), '@LOS@', 'lh_los'), '@HIS@', 'lh_his'),
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_lo]'), '@HIS@', 'ARRAY[lh_hi]'),
+    t.stream,
+    pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(query, '@PARTS@', 'ARRAY[lh_parts[lh_i]]'), '@LOS@', 'ARRAY[lh_one.kafka_offset]'), '@HIS@', 'ARRAY[lh_one.kafka_offset]'),
+    null_cols));
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) FROM PUBLIC',
+                            extract_fn);
+  EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s(bigint, bigint, integer[], bigint[], bigint[], timestamptz) TO %s',
+                            extract_fn, t.owner);
+
+  -- Late: behind its partition's watermark, the newest event time seen so far in that
+  -- partition (in offset order, including the row itself, starting from lh_part_max)
+  -- minus the table's watermark. A row exactly at the watermark is on time. Partitions are
+  -- judged apart: how the stream worker interleaves them in batches (a backlog read
+  -- partition by partition) cannot make a row late. A late row whose key is in silver (or
+  -- admitted by this pass) is a duplicate, not late.
+  EXECUTE pg_catalog.format($f$
+    CREATE FUNCTION %1$s(lh_rows %2$s[], lh_part_max jsonb, lh_delay interval, lh_check_late boolean,
+                         lh_pass bigint, OUT n_in bigint, OUT n_filtered bigint, OUT n_invalid bigint,
+                         OUT n_out bigint, OUT n_dup bigint, OUT n_late bigint, OUT part_max jsonb,
+                         OUT part_min_admitted jsonb, OUT min_admitted timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET work_mem = '64MB'
+    AS $body$
+    #variable_conflict use_column
+    DECLARE
+      lh_b timestamptz;
+    BEGIN
+      -- The partitions the rows need (a late row's too: at worst one empty partition more).
+      FOR lh_b IN
+        SELECT DISTINCT lakehouse._silver_bucket(r.%4$s, %3$L)
+          FROM unnest(lh_rows) r WHERE r.lh_taken AND r.lh_reject IS NULL
+      LOOP
+        PERFORM lakehouse._silver_ensure_partition(%5$L, lh_b, %3$L);
+      END LOOP;
+
+      WITH src AS (SELECT * FROM unnest(lh_rows)),
+      lh_before AS (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
+                   FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e),
+      valid AS (SELECT s.*, max(s.%4$s) OVER (PARTITION BY s.lh_partition ORDER BY s.lh_batch, s.lh_offset
+                                              ROWS UNBOUNDED PRECEDING) AS lh_m
+                  FROM src s WHERE s.lh_taken AND s.lh_reject IS NULL),
+      judged AS (SELECT v.*, (lh_check_late AND v.%4$s < greatest(v.lh_m, b.lh_m0) - lh_delay) AS lh_late
+                   FROM valid v LEFT JOIN lh_before b ON b.lh_p = v.lh_partition),
+      ins AS (INSERT INTO silver.%5$I (%6$s kafka_partition, kafka_offset)
+              SELECT %7$s j.lh_partition, j.lh_offset FROM judged j WHERE NOT j.lh_late
+               ORDER BY j.lh_batch, j.lh_partition, j.lh_offset
+              ON CONFLICT DO NOTHING RETURNING %4$s AS t, kafka_partition AS p),
+      late AS (SELECT j.* FROM judged j
+                WHERE j.lh_late
+                  AND NOT EXISTS (SELECT 1 FROM silver.%5$I s WHERE s.%4$s = j.%4$s %8$s)
+                  AND NOT EXISTS (SELECT 1 FROM judged o WHERE NOT o.lh_late AND o.%4$s = j.%4$s %9$s)),
+      rec_late AS (INSERT INTO lakehouse.silver_late (silver, kafka_partition, kafka_offset, event_time, pass_id)
+                   SELECT %5$L, l.lh_partition, l.lh_offset, l.%4$s, lh_pass FROM late l RETURNING 1),
+      rec_rej AS (INSERT INTO lakehouse.silver_rejects (silver, kafka_partition, kafka_offset, reason, pass_id)
+                  SELECT %5$L, s.lh_partition, s.lh_offset, s.lh_reject, lh_pass FROM src s
+                   WHERE s.lh_taken AND s.lh_reject IS NOT NULL RETURNING 1)
+      SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
+             (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
+             (SELECT count(*) FROM judged) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
+             (SELECT count(*) FROM rec_late),
+             (SELECT jsonb_object_agg(m.lh_partition, m.t) FROM (SELECT valid.lh_partition, max(valid.%4$s) AS t
+                                                                   FROM valid GROUP BY 1) m),
+             (SELECT jsonb_object_agg(m.p, m.t) FROM (SELECT ins.p, min(ins.t) AS t FROM ins GROUP BY 1) m),
+             (SELECT min(ins.t) FROM ins)
+        INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, part_max, part_min_admitted, min_admitted;
+    END $body$ $f$,
+    admit_fn, rowtype, t.partition_interval, tcol, t.name, ins_cols, j_cols,
+    key_match_s, key_match_o);
+  EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(%s[], jsonb, interval, boolean, bigint) FROM PUBLIC',
+                            admit_fn, rowtype);
+END $gen$;
+REVOKE ALL ON FUNCTION lakehouse._silver_generate(lakehouse.silver_tables) FROM PUBLIC;
+
+-- Closes the editor sessions whose end + gap the low watermark has passed: no on-time edit
+-- of an active partition can reach them any more. Called by the pass of silver.edits.
+CREATE FUNCTION lakehouse._recentchange_close_sessions(low timestamptz, gap interval)
+RETURNS void LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+  UPDATE silver.editor_sessions s SET closed = true
+   WHERE NOT s.closed AND s.session_end < low - gap
+$$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_close_sessions(timestamptz, interval) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION lakehouse._silver_pass(p_name text)
+RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  started timestamptz := pg_catalog.clock_timestamp();
+  first_b bigint;
+  upto bigint;
+  upto_at timestamptz;
+  parts integer[];
+  los bigint[];
+  his bigint[];
+  delay interval;
+  pass bigint;
+  c record;
+  newest timestamptz;
+  part_max jsonb;
+  low timestamptz;
+  res lakehouse.silver_pass_result;
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) p_name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', p_name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  IF t.last_batch_id > 0 AND NOT EXISTS (
+       SELECT 1 FROM lakehouse.stream_progress p
+        WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
+          AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at) THEN
+    RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", where its cursor stands', t.name, t.last_batch_id, t.stream
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'lakehouse.stream_progress no longer holds that batch as it was read, so the batches after the cursor cannot be told from the ones before it.',
+            HINT = 'Keep stream_progress rows from the oldest silver cursor on. To start this table again from the beginning of bronze, drop and declare it again.';
+  END IF;
+
+  SELECT pg_catalog.min(b.batch_id), pg_catalog.max(b.batch_id) INTO first_b, upto
+    FROM (SELECT p.batch_id,
+                 pg_catalog.sum(p.messages) OVER (ORDER BY p.batch_id) OPERATOR(pg_catalog.-) p.messages AS before
+            FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id) b
+   WHERE b.before OPERATOR(pg_catalog.<) t.max_rows_per_pass;
+  delay := t.watermark;
+  IF upto IS NULL THEN
+    res := ROW(t.name, NULL, 'pass', 0, 0, 0, 0, 0, 0, t.low_watermark, NULL);
+    RETURN res;
+  END IF;
+  SELECT p.committed_at INTO upto_at FROM lakehouse.stream_progress p
+   WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) upto;
+
+  WITH b AS (SELECT p.first_offsets, p.last_offsets FROM lakehouse.stream_progress p
+              WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+                AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto),
+       f AS (SELECT e.key::integer AS k, pg_catalog.min(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.first_offsets) e GROUP BY 1),
+       l AS (SELECT e.key::integer AS k, pg_catalog.max(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.last_offsets) e GROUP BY 1)
+  SELECT pg_catalog.array_agg(f.k ORDER BY f.k), pg_catalog.array_agg(f.v ORDER BY f.k),
+         pg_catalog.array_agg(l.v ORDER BY f.k)
+    INTO parts, los, his
+    FROM f JOIN l ON l.k OPERATOR(pg_catalog.=) f.k;
+
+  -- Each partition's newest event time so far: the admit function judges every row by
+  -- its own partition's watermark.
+  SELECT pg_catalog.jsonb_object_agg(sp.kafka_partition, sp.max_event_time) INTO part_max
+    FROM lakehouse.silver_partitions sp
+   WHERE sp.silver OPERATOR(pg_catalog.=) t.name AND sp.max_event_time IS NOT NULL;
+
+  pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
+  -- The declaration's expressions run with its owner's rights (lakehouse._select_array_as).
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(lakehouse._select_array_as($10, $11, NULL::lakehouse.%I[], $1, $2, $3, $4, $5, $6), $7, $8, true, $9)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
+    INTO c
+    USING t.last_batch_id, upto, coalesce(parts, '{}'), coalesce(los, '{}'), coalesce(his, '{}'),
+          started OPERATOR(pg_catalog.+) t.future_limit, part_max, delay, pass, t.owner::oid,
+          pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
+
+  -- Every partition of the batches read: its newest event time and when it last had rows.
+  INSERT INTO lakehouse.silver_partitions AS sp (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
+  SELECT t.name, x.k, (c.part_max OPERATOR(pg_catalog.->>) x.k::text)::timestamptz, x.b, x.at
+    FROM (SELECT DISTINCT ON (e.key::integer) e.key::integer AS k, p.batch_id AS b, p.committed_at AS at
+            FROM lakehouse.stream_progress p, pg_catalog.jsonb_object_keys(p.first_offsets) e(key)
+           WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+             AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto
+           ORDER BY e.key::integer, p.batch_id DESC) x
+  ON CONFLICT (silver, kafka_partition) DO UPDATE
+     SET max_event_time = GREATEST(sp.max_event_time, excluded.max_event_time),
+         last_batch_id = excluded.last_batch_id, last_batch_committed_at = excluded.last_batch_committed_at;
+
+  -- The low watermark: the lowest watermark of the partitions that had bronze rows within
+  -- one watermark (of bronze commit time) of the newest batch. A partition that has gone
+  -- quiet stops holding it back; it never goes back.
+  SELECT pg_catalog.min(sp.max_event_time) OPERATOR(pg_catalog.-) delay INTO low
+    FROM lakehouse.silver_partitions sp
+   WHERE sp.silver OPERATOR(pg_catalog.=) t.name AND sp.max_event_time IS NOT NULL
+     AND sp.last_batch_committed_at OPERATOR(pg_catalog.>=) (upto_at OPERATOR(pg_catalog.-) delay);
+  low := GREATEST(t.low_watermark, low);
+  -- The recentchange pipeline's sessions close as soon as the low watermark passes them.
+  IF t.session_gap IS NOT NULL AND low IS NOT NULL THEN
+    PERFORM lakehouse._recentchange_close_sessions(low, t.session_gap);
+  END IF;
+  newest := GREATEST(t.max_event_time, (SELECT pg_catalog.max(v.value::timestamptz)
+                                          FROM pg_catalog.jsonb_each_text(c.part_max) v));
+  UPDATE lakehouse.silver_tables s
+     SET last_batch_id = upto, last_batch_committed_at = upto_at, max_event_time = newest, low_watermark = low,
+         last_pass_id = pass
+   WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, first_batch_id, last_batch_id, rows_in, rows_out,
+                                         duplicates_dropped, late_dropped, invalid, filtered, watermark_before,
+                                         watermark, min_admitted, partition_watermarks, partition_min_admitted,
+                                         started_at, committed_at)
+  VALUES (t.name, pass, 'pass', first_b, upto, c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+          t.low_watermark, low, c.min_admitted,
+          (SELECT pg_catalog.jsonb_object_agg(e.key, e.value::timestamptz OPERATOR(pg_catalog.-) delay)
+             FROM pg_catalog.jsonb_each_text(part_max) e),
+          c.part_min_admitted, started, pg_catalog.clock_timestamp());
+  res := ROW(t.name, pass, 'pass', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered, low, NULL);
+  RETURN res;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._silver_pass(text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION lakehouse.replay_late(name text, from_time timestamptz, to_time timestamptz)
+RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  started timestamptz := pg_catalog.clock_timestamp();
+  parts integer[];
+  offs bigint[];
+  gone bigint;
+  delay interval;
+  pass bigint;
+  c record;
+  res lakehouse.silver_pass_result;
+BEGIN
+  IF name IS NULL OR from_time IS NULL OR to_time IS NULL THEN
+    RAISE EXCEPTION 'name, from_time and to_time must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF from_time >= to_time THEN
+    RAISE EXCEPTION 'from_time must be before to_time' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) replay_late.name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  delay := t.watermark;
+  -- Late rows whose bronze row is gone (bronze retention) cannot be replayed: said, left as they are.
+  EXECUTE pg_catalog.format($q$
+    SELECT pg_catalog.array_agg(l.kafka_partition ORDER BY l.kafka_partition, l.kafka_offset) FILTER (WHERE b.kafka_offset IS NOT NULL),
+           pg_catalog.array_agg(l.kafka_offset ORDER BY l.kafka_partition, l.kafka_offset) FILTER (WHERE b.kafka_offset IS NOT NULL),
+           pg_catalog.count(*) FILTER (WHERE b.kafka_offset IS NULL)
+      FROM lakehouse.silver_late l
+      LEFT JOIN bronze.%I b ON b.kafka_partition = l.kafka_partition AND b.kafka_offset = l.kafka_offset
+     WHERE l.silver = $1 AND l.replayed_in IS NULL AND l.event_time >= $2 AND l.event_time < $3$q$, t.stream)
+    INTO parts, offs, gone USING t.name, from_time, to_time;
+  IF gone > 0 THEN
+    RAISE WARNING '% late rows of silver table "%" in that range are no longer in bronze.% and cannot be replayed', gone, t.name, t.stream
+      USING HINT = 'Bronze retention removed them; they stay listed in lakehouse.silver_late.';
+  END IF;
+  IF parts IS NULL THEN
+    res := ROW(t.name, NULL, 'replay', 0, 0, 0, 0, 0, 0, t.low_watermark, NULL);
+    RETURN res;
+  END IF;
+  pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
+  -- Each late row is a range of one offset; no watermark this time, the key still decides.
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(lakehouse._select_array_as($6, $7, NULL::lakehouse.%I[], NULL, NULL, $1, $2, $2, $3), NULL, $4, false, $5)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
+    INTO c
+    USING parts, offs, 'infinity'::timestamptz, delay, pass, t.owner::oid,
+          pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
+  UPDATE lakehouse.silver_late l SET replayed_in = pass
+    FROM unnest(parts, offs) AS r(p, o)
+   WHERE l.silver OPERATOR(pg_catalog.=) t.name AND l.kafka_partition OPERATOR(pg_catalog.=) r.p
+     AND l.kafka_offset OPERATOR(pg_catalog.=) r.o;
+  UPDATE lakehouse.silver_tables s SET last_pass_id = pass WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, rows_in, rows_out, duplicates_dropped,
+                                         late_dropped, invalid, filtered, watermark_before, watermark, min_admitted,
+                                         started_at, committed_at)
+  VALUES (t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+          t.low_watermark, t.low_watermark, c.min_admitted, started, pg_catalog.clock_timestamp());
+  res := ROW(t.name, pass, 'replay', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+             t.low_watermark, NULL);
+  RETURN res;
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse.drop_silver(name text, drop_data boolean DEFAULT false)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+BEGIN
+  IF name IS NULL OR drop_data IS NULL THEN
+    RAISE EXCEPTION 'name and drop_data must not be null' USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) drop_silver.name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS lakehouse.%I', 'silver_' || t.name || '_admit');
+  EXECUTE pg_catalog.format('DROP FUNCTION IF EXISTS lakehouse.%I', 'silver_' || t.name || '_extract');
+  EXECUTE pg_catalog.format('DROP TYPE IF EXISTS lakehouse.%I', 'silver_' || t.name || '_row');
+  DELETE FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_late l WHERE l.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_rejects r WHERE r.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_progress p WHERE p.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.silver_partitions p WHERE p.silver OPERATOR(pg_catalog.=) t.name;
+  DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('silver_passes:' || t.name);
+  -- The bronze read access granted for this declaration, unless another one of the same
+  -- owner over the same stream still needs it.
+  IF t.granted_select AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_tables o
+                                       WHERE o.stream = t.stream AND o.owner = t.owner) THEN
+    EXECUTE pg_catalog.format('REVOKE SELECT ON bronze.%I FROM %s', t.stream, t.owner);
+  END IF;
+  IF drop_data THEN
+    EXECUTE pg_catalog.format('DROP TABLE IF EXISTS silver.%I', t.name);
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse._check_silver_passes(t lakehouse.silver_tables, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cname text := 'silver_passes:' || t.name;
+  from_pass bigint;
+  upto_pass bigint;
+  n_passes bigint;
+  unbalanced bigint;
+  behind bigint;
+  read_rows bigint;
+  first_b bigint;
+  last_b bigint;
+  bronze_rows bigint;
+  problems text[] := '{}';
+BEGIN
+  SELECT c.position INTO from_pass FROM lakehouse.check_state c WHERE c.check_name = cname AND c.kafka_partition = -1;
+  from_pass := coalesce(from_pass, 0);
+  SELECT pg_catalog.max(p.pass_id), pg_catalog.count(*),
+         pg_catalog.count(*) FILTER (WHERE p.rows_in <> p.filtered + p.invalid + p.rows_out + p.duplicates_dropped + p.late_dropped),
+         pg_catalog.count(*) FILTER (WHERE p.kind = 'pass' AND EXISTS (
+           SELECT 1 FROM pg_catalog.jsonb_each_text(p.partition_min_admitted) a
+             JOIN pg_catalog.jsonb_each_text(p.partition_watermarks) w ON w.key = a.key
+            WHERE a.value::timestamptz < w.value::timestamptz)),
+         coalesce(pg_catalog.sum(p.rows_in) FILTER (WHERE p.kind = 'pass'), 0),
+         pg_catalog.min(p.first_batch_id), pg_catalog.max(p.last_batch_id)
+    INTO upto_pass, n_passes, unbalanced, behind, read_rows, first_b, last_b
+    FROM lakehouse.silver_progress p WHERE p.silver = t.name AND p.pass_id > from_pass;
+  IF unbalanced > 0 THEN
+    problems := problems || pg_catalog.format('%s passes whose counts do not add up to rows_in', unbalanced);
+  END IF;
+  IF behind > 0 THEN
+    problems := problems || pg_catalog.format('%s passes admitted an event time behind the watermark its partition had when they started', behind);
+  END IF;
+  IF first_b IS NOT NULL THEN
+    EXECUTE pg_catalog.format($q$
+      WITH b AS (SELECT p.first_offsets, p.last_offsets FROM lakehouse.stream_progress p
+                  WHERE p.stream = $1 AND p.batch_id BETWEEN $2 AND $3),
+           f AS (SELECT e.key::integer AS k, pg_catalog.min(e.value::bigint) AS v FROM b, pg_catalog.jsonb_each_text(b.first_offsets) e GROUP BY 1),
+           l AS (SELECT e.key::integer AS k, pg_catalog.max(e.value::bigint) AS v FROM b, pg_catalog.jsonb_each_text(b.last_offsets) e GROUP BY 1)
+      SELECT coalesce(pg_catalog.sum((SELECT count(*) FROM bronze.%I x
+                                       WHERE x.kafka_partition = f.k AND x.kafka_offset BETWEEN f.v AND l.v
+                                         AND x.batch_id BETWEEN $2 AND $3)), 0)
+        FROM f JOIN l ON l.k = f.k$q$, t.stream)
+      INTO bronze_rows USING t.stream, first_b, last_b;
+    IF bronze_rows <> read_rows THEN
+      problems := problems || pg_catalog.format('bronze batches %s to %s hold %s rows; the passes read %s', first_b, last_b, bronze_rows, read_rows);
+    END IF;
+  END IF;
+  passed := pg_catalog.cardinality(problems) = 0;
+  IF passed AND upto_pass IS NOT NULL THEN
+    INSERT INTO lakehouse.check_state (check_name, kafka_partition, position) VALUES (cname, -1, upto_pass)
+    ON CONFLICT (check_name, kafka_partition) DO UPDATE SET position = excluded.position;
+  END IF;
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new passes: counts balance, %s bronze rows read once, none admitted behind the watermark',
+                                                    n_passes, read_rows)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse._recentchange_on_admit()
+RETURNS trigger LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  gap interval;
+  t lakehouse.silver_tables;
+  wm timestamptz;
+  olds silver.editor_sessions[];
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name = 'edits';
+  -- The gap and the watermark were fixed when the pipeline was declared. Sessions close by
+  -- the table's low watermark as this pass found it (the lowest of its active partitions'
+  -- watermarks): no on-time row of an active partition is behind it.
+  gap := t.session_gap;
+  wm := t.low_watermark;
+
+  -- Edits per minute and wiki.
+  INSERT INTO lakehouse.gold_minute AS g (minute, wiki, edits, new_pages, bot_edits, human_edits, bytes_added, bytes_removed)
+  SELECT pg_catalog.date_trunc('minute', n.event_time, 'UTC'), n.wiki, pg_catalog.count(*),
+         pg_catalog.count(*) FILTER (WHERE n.type = 'new'),
+         pg_catalog.count(*) FILTER (WHERE n.is_bot), pg_catalog.count(*) FILTER (WHERE NOT coalesce(n.is_bot, false)),
+         coalesce(pg_catalog.sum(GREATEST(n.d, 0)), 0), coalesce(pg_catalog.sum(GREATEST(-n.d, 0)), 0)
+    FROM (SELECT r.*, coalesce(r.length_new, 0) - coalesce(r.length_old, 0) AS d FROM new_rows r) n
+   WHERE n.wiki IS NOT NULL
+   GROUP BY 1, 2
+  ON CONFLICT (minute, wiki) DO UPDATE
+     SET edits = g.edits + excluded.edits,
+         new_pages = g.new_pages + excluded.new_pages,
+         bot_edits = g.bot_edits + excluded.bot_edits,
+         human_edits = g.human_edits + excluded.human_edits,
+         bytes_added = g.bytes_added + excluded.bytes_added,
+         bytes_removed = g.bytes_removed + excluded.bytes_removed;
+
+  -- Pages per hour: edits, and distinct editors counted exactly through a first-seen table.
+  WITH first_seen AS (
+         INSERT INTO lakehouse.gold_page_hour_editor (hour, wiki, title, user_name)
+         SELECT DISTINCT pg_catalog.date_trunc('hour', n.event_time, 'UTC'), n.wiki, n.title, n.user_name
+           FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL AND n.user_name IS NOT NULL
+         ON CONFLICT DO NOTHING
+         RETURNING hour, wiki, title),
+       e AS (SELECT pg_catalog.date_trunc('hour', n.event_time, 'UTC') AS hour, n.wiki, n.title, pg_catalog.count(*) AS edits
+               FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL GROUP BY 1, 2, 3),
+       f AS (SELECT x.hour, x.wiki, x.title, pg_catalog.count(*) AS editors FROM first_seen x GROUP BY 1, 2, 3)
+  INSERT INTO lakehouse.gold_page_hour AS g (hour, wiki, title, edits, editors)
+  SELECT e.hour, e.wiki, e.title, e.edits, coalesce(f.editors, 0)
+    FROM e LEFT JOIN f ON f.hour = e.hour AND f.wiki = e.wiki
+                      AND f.title = e.title
+  ON CONFLICT (hour, wiki, title) DO UPDATE
+     SET edits = g.edits + excluded.edits,
+         editors = g.editors + excluded.editors;
+
+  -- Sessions. Every session of a touched (wiki, user) that lies within the gap of a new
+  -- edit is taken out and merged again with the new edits (gaps and islands: a new
+  -- session starts where an edit starts more than the gap after everything before it). A
+  -- late edit replayed into a closed session, or one that bridges two sessions, merges
+  -- them. Sessions farther than the gap from every new edit cannot change.
+  WITH keys AS (SELECT n.wiki, n.user_name,
+                       pg_catalog.min(n.event_time) - gap AS lo,
+                       pg_catalog.max(n.event_time) + gap AS hi
+                  FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL GROUP BY 1, 2),
+       gone AS (DELETE FROM silver.editor_sessions s USING keys k
+                WHERE s.wiki = k.wiki AND s.user_name = k.user_name
+                  AND s.session_start <= k.hi AND s.session_end >= k.lo
+               RETURNING s.*)
+  SELECT pg_catalog.array_agg(gone) INTO olds FROM gone;
+
+  WITH gone AS (SELECT * FROM unnest(coalesce(olds, '{}'))),
+       items AS (SELECT o.wiki, o.user_name, o.session_start AS s, o.session_end AS e, o.edits AS n, o.bytes_changed AS b FROM gone o
+                 UNION ALL
+                 SELECT n.wiki, n.user_name, n.event_time, n.event_time, 1,
+                        pg_catalog.abs(coalesce(n.length_new, 0) - coalesce(n.length_old, 0))
+                   FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL),
+       marked AS (SELECT i.*, CASE WHEN i.s >
+                                        (pg_catalog.max(i.e) OVER (PARTITION BY i.wiki, i.user_name ORDER BY i.s, i.e
+                                                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+                                         + gap)
+                                   THEN 1 ELSE 0 END AS brk
+                    FROM items i),
+       grouped AS (SELECT m.*, pg_catalog.sum(m.brk) OVER (PARTITION BY m.wiki, m.user_name ORDER BY m.s, m.e
+                                                           ROWS UNBOUNDED PRECEDING) AS grp
+                     FROM marked m),
+       merged AS (SELECT g.wiki, g.user_name, pg_catalog.min(g.s) AS s, pg_catalog.max(g.e) AS e,
+                         pg_catalog.sum(g.n) AS n, pg_catalog.sum(g.b) AS b
+                    FROM grouped g GROUP BY g.wiki, g.user_name, g.grp),
+       ins AS (INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
+               SELECT m.wiki, m.user_name, m.s, m.e, m.n, m.b, coalesce((m.e + gap) < wm, false)
+                 FROM merged m
+               RETURNING *),
+       delta AS (SELECT (o.session_start AT TIME ZONE 'UTC')::date AS day, o.wiki, o.user_name, -1 AS k,
+                        pg_catalog.floor(pg_catalog.date_part('epoch', o.session_end - o.session_start))::bigint AS len,
+                        o.edits AS n
+                   FROM gone o
+                 UNION ALL
+                 SELECT (i.session_start AT TIME ZONE 'UTC')::date, i.wiki, i.user_name, 1,
+                        pg_catalog.floor(pg_catalog.date_part('epoch', i.session_end - i.session_start))::bigint,
+                        i.edits
+                   FROM ins i),
+       -- Editors per day: the new edits, the bot flag and the sessions' change, in one upsert.
+       per_editor AS (INSERT INTO lakehouse.gold_editor_day AS g (day, wiki, user_name, edits, sessions, is_bot)
+                      SELECT e.day, e.wiki, e.user_name, pg_catalog.sum(e.edits), pg_catalog.sum(e.sessions),
+                             pg_catalog.bool_or(e.is_bot)
+                        FROM (SELECT d.day, d.wiki, d.user_name, 0 AS edits, d.k AS sessions, false AS is_bot FROM delta d
+                              UNION ALL
+                              SELECT (n.event_time AT TIME ZONE 'UTC')::date, n.wiki, n.user_name, 1, 0, coalesce(n.is_bot, false)
+                                FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL) e
+                       GROUP BY 1, 2, 3
+                      ON CONFLICT (day, wiki, user_name) DO UPDATE
+                         SET edits = g.edits + excluded.edits, sessions = g.sessions + excluded.sessions,
+                             is_bot = g.is_bot OR excluded.is_bot
+                      RETURNING 1)
+  INSERT INTO lakehouse.gold_session_length_day AS g (day, length_s, sessions, edits)
+  SELECT d.day, d.len, pg_catalog.sum(d.k), pg_catalog.sum(d.k * d.n) FROM delta d GROUP BY 1, 2
+  ON CONFLICT (day, length_s) DO UPDATE
+     SET sessions = g.sessions + excluded.sessions,
+         edits = g.edits + excluded.edits;
+
+  -- Sessions that the low watermark passes are closed by the pass once it has moved it
+  -- (lakehouse._recentchange_close_sessions).
+  RETURN NULL;
+END $$;
+
+-- Silver tables declared under 0.3.0 get the new admit function (and their extract
+-- function and row type again, which are written together). They are the tables' own
+-- objects, not the extension's: made here, they are taken out of it again.
+DO $upgrade$
+DECLARE
+  t lakehouse.silver_tables;
+  fn text;
+BEGIN
+  FOR t IN SELECT * FROM lakehouse.silver_tables ORDER BY name LOOP
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+    PERFORM lakehouse._silver_generate(t);
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+  END LOOP;
+END $upgrade$;
