@@ -219,9 +219,14 @@ BEGIN
                   FROM src s WHERE s.lh_taken AND s.lh_reject IS NULL),
       judged AS (SELECT v.*, (lh_check_late AND v.%4$s < greatest(v.lh_m, b.lh_m0) - lh_delay) AS lh_late
                    FROM valid v LEFT JOIN lh_before b ON b.lh_p = v.lh_partition),
+      -- Of copies within the pass, the first in bronze commit order is the one admitted
+      -- (an anti-join on the key, cheaper than sorting the pass).
       ins AS (INSERT INTO silver.%5$I (%6$s kafka_partition, kafka_offset)
-              SELECT %7$s j.lh_partition, j.lh_offset FROM judged j WHERE NOT j.lh_late
-               ORDER BY j.lh_batch, j.lh_partition, j.lh_offset
+              SELECT %7$s j.lh_partition, j.lh_offset FROM judged j
+               WHERE NOT j.lh_late
+                 AND NOT EXISTS (SELECT 1 FROM judged o
+                                  WHERE NOT o.lh_late AND o.%4$s = j.%4$s %9$s
+                                    AND (o.lh_batch, o.lh_partition, o.lh_offset) < (j.lh_batch, j.lh_partition, j.lh_offset))
               ON CONFLICT DO NOTHING RETURNING %4$s AS t, kafka_partition AS p),
       late AS (SELECT j.* FROM judged j
                 WHERE j.lh_late
@@ -576,23 +581,19 @@ BEGIN
          bytes_added = g.bytes_added + excluded.bytes_added,
          bytes_removed = g.bytes_removed + excluded.bytes_removed;
 
-  -- Pages per hour: edits, and distinct editors counted exactly through a first-seen table.
-  WITH first_seen AS (
-         INSERT INTO lakehouse.gold_page_hour_editor (hour, wiki, title, user_name)
-         SELECT DISTINCT pg_catalog.date_trunc('hour', n.event_time, 'UTC'), n.wiki, n.title, n.user_name
-           FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL AND n.user_name IS NOT NULL
-         ON CONFLICT DO NOTHING
-         RETURNING hour, wiki, title),
-       e AS (SELECT pg_catalog.date_trunc('hour', n.event_time, 'UTC') AS hour, n.wiki, n.title, pg_catalog.count(*) AS edits
-               FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL GROUP BY 1, 2, 3),
-       f AS (SELECT x.hour, x.wiki, x.title, pg_catalog.count(*) AS editors FROM first_seen x GROUP BY 1, 2, 3)
-  INSERT INTO lakehouse.gold_page_hour AS g (hour, wiki, title, edits, editors)
-  SELECT e.hour, e.wiki, e.title, e.edits, coalesce(f.editors, 0)
-    FROM e LEFT JOIN f ON f.hour = e.hour AND f.wiki = e.wiki
-                      AND f.title = e.title
+  -- Pages per hour: edits, and distinct editors counted exactly through the page-hour's
+  -- sorted list of editor names (nearly every page-hour is new in a pass: one insert).
+  INSERT INTO lakehouse.gold_page_hour AS g (hour, wiki, title, edits, editors, editor_names)
+  SELECT pg_catalog.date_trunc('hour', n.event_time, 'UTC'), n.wiki, n.title, pg_catalog.count(*),
+         pg_catalog.count(DISTINCT n.user_name),
+         coalesce(pg_catalog.array_agg(DISTINCT n.user_name) FILTER (WHERE n.user_name IS NOT NULL), '{}')
+    FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL
+   GROUP BY 1, 2, 3
   ON CONFLICT (hour, wiki, title) DO UPDATE
      SET edits = g.edits + excluded.edits,
-         editors = g.editors + excluded.editors;
+         (editors, editor_names) = (SELECT pg_catalog.count(*), coalesce(pg_catalog.array_agg(u.name ORDER BY u.name), '{}')
+                                      FROM (SELECT DISTINCT x.name
+                                              FROM unnest(g.editor_names || excluded.editor_names) AS x(name)) u);
 
   -- Sessions. Every session of a touched (wiki, user) that lies within the gap of a new
   -- edit is taken out and merged again with the new edits (gaps and islands: a new
@@ -664,6 +665,40 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Removes what create_recentchange_pipeline() made, data included.
+CREATE OR REPLACE FUNCTION lakehouse.drop_recentchange_pipeline()
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  -- The registry row first, as a pass takes it first: a running pass finishes before this.
+  PERFORM 1 FROM lakehouse.silver_tables s WHERE s.name = 'edits' FOR UPDATE;
+  DROP VIEW IF EXISTS gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily, gold.session_stats_daily;
+  DROP TABLE IF EXISTS lakehouse.gold_minute, lakehouse.gold_page_hour,
+                       lakehouse.gold_editor_day, lakehouse.gold_session_length_day, silver.editor_sessions;
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) 'edits') THEN
+    PERFORM lakehouse.drop_silver('edits', true);
+  END IF;
+END $$;
+
+
+-- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
+-- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
+-- of two, the larger part of a pass's time).
+DO $upgrade$
+BEGIN
+  IF pg_catalog.to_regclass('lakehouse.gold_page_hour_editor') IS NOT NULL THEN
+    ALTER TABLE lakehouse.gold_page_hour ADD COLUMN editor_names text[];
+    UPDATE lakehouse.gold_page_hour g SET editor_names = e.names
+      FROM (SELECT x.hour, x.wiki, x.title, pg_catalog.array_agg(x.user_name ORDER BY x.user_name) AS names
+              FROM lakehouse.gold_page_hour_editor x GROUP BY 1, 2, 3) e
+     WHERE e.hour = g.hour AND e.wiki = g.wiki AND e.title = g.title;
+    UPDATE lakehouse.gold_page_hour SET editor_names = '{}' WHERE editor_names IS NULL;
+    ALTER TABLE lakehouse.gold_page_hour ALTER COLUMN editor_names SET NOT NULL;
+    DROP TABLE lakehouse.gold_page_hour_editor;
+  END IF;
+END $upgrade$;
+
 -- Silver tables declared under 0.3.0 get the new admit function (and their extract
 -- function and row type again, which are written together). They are the tables' own
 -- objects, not the extension's: made here, they are taken out of it again.
@@ -684,3 +719,116 @@ BEGIN
     EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
   END LOOP;
 END $upgrade$;
+
+-- Sessions, the aggregate tables and the four gold views; called once by
+-- create_recentchange_pipeline() after silver.edits exists.
+CREATE OR REPLACE FUNCTION lakehouse._recentchange_create_gold()
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+  CREATE TABLE silver.editor_sessions (
+      wiki          text NOT NULL,
+      user_name     text NOT NULL,
+      session_start timestamptz NOT NULL,
+      session_end   timestamptz NOT NULL,
+      edits         integer NOT NULL,
+      bytes_changed bigint NOT NULL,
+      closed        boolean NOT NULL,
+      PRIMARY KEY (wiki, user_name, session_start));
+  CREATE INDEX editor_sessions_open ON silver.editor_sessions (session_end) WHERE NOT closed;
+  COMMENT ON TABLE silver.editor_sessions IS
+    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
+  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
+  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
+  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
+  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
+  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the watermark has passed session_end + session_gap: no on-time edit can extend it';
+
+  CREATE TABLE lakehouse.gold_minute (
+      minute timestamptz NOT NULL, wiki text NOT NULL, edits bigint NOT NULL, new_pages bigint NOT NULL,
+      bot_edits bigint NOT NULL, human_edits bigint NOT NULL, bytes_added bigint NOT NULL, bytes_removed bigint NOT NULL,
+      PRIMARY KEY (minute, wiki));
+  -- editor_names: who edited the page in the hour (sorted, distinct), so that distinct
+  -- editors stay exact as passes add edits; editors is its length.
+  CREATE TABLE lakehouse.gold_page_hour (
+      hour timestamptz NOT NULL, wiki text NOT NULL, title text NOT NULL, edits bigint NOT NULL, editors bigint NOT NULL,
+      editor_names text[] NOT NULL, PRIMARY KEY (hour, wiki, title));
+  -- The order of gold.top_pages_hourly's rank: a top-N query reads the first N entries
+  -- of each (hour, wiki) and stops (PostgreSQL 15 ends a row_number() <= N scan early).
+  CREATE INDEX gold_page_hour_top ON lakehouse.gold_page_hour (hour, wiki, edits DESC, editors DESC, title);
+  CREATE TABLE lakehouse.gold_editor_day (
+      day date NOT NULL, wiki text NOT NULL, user_name text NOT NULL, edits bigint NOT NULL, sessions bigint NOT NULL,
+      is_bot boolean NOT NULL, PRIMARY KEY (day, wiki, user_name));
+  CREATE TABLE lakehouse.gold_session_length_day (
+      day date NOT NULL, length_s bigint NOT NULL, sessions bigint NOT NULL, edits bigint NOT NULL,
+      PRIMARY KEY (day, length_s));
+  COMMENT ON TABLE lakehouse.gold_minute IS 'behind gold.edits_per_minute; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_page_hour IS 'behind gold.top_pages_hourly; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_editor_day IS 'behind gold.editor_activity_daily; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_session_length_day IS 'sessions per day and length in seconds, behind gold.session_stats_daily';
+
+  CREATE TRIGGER recentchange_gold AFTER INSERT ON silver.edits
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION lakehouse._recentchange_on_admit();
+
+  CREATE VIEW gold.edits_per_minute AS
+    SELECT g.minute, g.wiki, g.edits, g.new_pages, g.bot_edits, g.human_edits, g.bytes_added, g.bytes_removed
+      FROM lakehouse.gold_minute g;
+  COMMENT ON VIEW gold.edits_per_minute IS 'per minute (UTC) and wiki: edits and page creations in silver.edits';
+  COMMENT ON COLUMN gold.edits_per_minute.minute IS 'start of the minute, by event time';
+  COMMENT ON COLUMN gold.edits_per_minute.wiki IS 'wiki database name, such as enwiki';
+  COMMENT ON COLUMN gold.edits_per_minute.edits IS 'edits and page creations';
+  COMMENT ON COLUMN gold.edits_per_minute.new_pages IS 'page creations (type new)';
+  COMMENT ON COLUMN gold.edits_per_minute.bot_edits IS 'edits by accounts flagged as bots';
+  COMMENT ON COLUMN gold.edits_per_minute.human_edits IS 'edits by everyone else';
+  COMMENT ON COLUMN gold.edits_per_minute.bytes_added IS 'sum of length_new - length_old over edits that grew a page';
+  COMMENT ON COLUMN gold.edits_per_minute.bytes_removed IS 'sum of length_old - length_new over edits that shrank a page';
+
+  CREATE VIEW gold.top_pages_hourly AS
+    SELECT g.hour, g.wiki, g.title, g.edits, g.editors AS distinct_editors,
+           pg_catalog.row_number() OVER (PARTITION BY g.hour, g.wiki ORDER BY g.edits DESC, g.editors DESC, g.title) AS rank
+      FROM lakehouse.gold_page_hour g;
+  COMMENT ON VIEW gold.top_pages_hourly IS 'per hour (UTC) and wiki: pages by edits; filter on hour (and rank) for a top list';
+  COMMENT ON COLUMN gold.top_pages_hourly.hour IS 'start of the hour, by event time';
+  COMMENT ON COLUMN gold.top_pages_hourly.wiki IS 'wiki database name';
+  COMMENT ON COLUMN gold.top_pages_hourly.title IS 'page title';
+  COMMENT ON COLUMN gold.top_pages_hourly.edits IS 'edits and creations of the page in the hour';
+  COMMENT ON COLUMN gold.top_pages_hourly.distinct_editors IS 'distinct users who edited it in the hour (exact)';
+  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour; ties broken by distinct editors, then title';
+
+  CREATE VIEW gold.editor_activity_daily AS
+    SELECT g.day, g.wiki, g.user_name, g.edits, g.sessions, g.is_bot FROM lakehouse.gold_editor_day g;
+  COMMENT ON VIEW gold.editor_activity_daily IS 'per day (UTC), wiki and user: edits, sessions started, bot flag';
+  COMMENT ON COLUMN gold.editor_activity_daily.day IS 'UTC day, by event time';
+  COMMENT ON COLUMN gold.editor_activity_daily.wiki IS 'wiki database name';
+  COMMENT ON COLUMN gold.editor_activity_daily.user_name IS 'user name (or IP address for anonymous edits)';
+  COMMENT ON COLUMN gold.editor_activity_daily.edits IS 'edits and page creations that day';
+  COMMENT ON COLUMN gold.editor_activity_daily.sessions IS 'editor sessions that started that day (open ones included)';
+  COMMENT ON COLUMN gold.editor_activity_daily.is_bot IS 'any edit that day came from a bot-flagged account';
+
+  CREATE VIEW gold.session_stats_daily AS
+    SELECT d.day, d.sessions, d.edits_per_session,
+           (SELECT l.length_s FROM (SELECT x.length_s, pg_catalog.sum(x.sessions) OVER (ORDER BY x.length_s) AS cum
+                                      FROM lakehouse.gold_session_length_day x
+                                     WHERE x.day = d.day AND x.sessions > 0) l
+             WHERE l.cum >= (0.5 * d.sessions) ORDER BY l.length_s LIMIT 1) AS median_length_s,
+           (SELECT l.length_s FROM (SELECT x.length_s, pg_catalog.sum(x.sessions) OVER (ORDER BY x.length_s) AS cum
+                                      FROM lakehouse.gold_session_length_day x
+                                     WHERE x.day = d.day AND x.sessions > 0) l
+             WHERE l.cum >= (0.9 * d.sessions) ORDER BY l.length_s LIMIT 1) AS p90_length_s
+      FROM (SELECT x.day, pg_catalog.sum(x.sessions) AS sessions,
+                   pg_catalog.round(pg_catalog.sum(x.edits)::numeric / NULLIF(pg_catalog.sum(x.sessions), 0), 2) AS edits_per_session
+              FROM lakehouse.gold_session_length_day x GROUP BY x.day) d
+     WHERE d.sessions > 0;
+  COMMENT ON VIEW gold.session_stats_daily IS 'per day (UTC): editor sessions started that day and their lengths (open sessions at their current length)';
+  COMMENT ON COLUMN gold.session_stats_daily.day IS 'UTC day of the sessions'' first edits';
+  COMMENT ON COLUMN gold.session_stats_daily.sessions IS 'sessions started that day';
+  COMMENT ON COLUMN gold.session_stats_daily.edits_per_session IS 'mean edits per session';
+  COMMENT ON COLUMN gold.session_stats_daily.median_length_s IS 'median session length in seconds (last edit - first edit; 0 for one edit), exact';
+  COMMENT ON COLUMN gold.session_stats_daily.p90_length_s IS '90th percentile of session length in seconds, exact';
+
+  GRANT SELECT ON gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily,
+                  gold.session_stats_daily TO PUBLIC;
+  GRANT SELECT ON silver.editor_sessions TO lakehouse_admin;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
