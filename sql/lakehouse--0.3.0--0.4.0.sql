@@ -594,6 +594,10 @@ BEGIN
          (editors, editor_names) = (SELECT pg_catalog.count(*), coalesce(pg_catalog.array_agg(u.name ORDER BY u.name), '{}')
                                       FROM (SELECT DISTINCT x.name
                                               FROM unnest(g.editor_names || excluded.editor_names) AS x(name)) u);
+  INSERT INTO lakehouse.gold_hour_wiki (hour, wiki)
+  SELECT DISTINCT pg_catalog.date_trunc('hour', n.event_time, 'UTC'), n.wiki
+    FROM new_rows n WHERE n.wiki IS NOT NULL AND n.title IS NOT NULL
+  ON CONFLICT DO NOTHING;
 
   -- Sessions. Every session of a touched (wiki, user) that lies within the gap of a new
   -- edit is taken out and merged again with the new edits (gaps and islands: a new
@@ -674,7 +678,7 @@ BEGIN
   -- The registry row first, as a pass takes it first: a running pass finishes before this.
   PERFORM 1 FROM lakehouse.silver_tables s WHERE s.name = 'edits' FOR UPDATE;
   DROP VIEW IF EXISTS gold.edits_per_minute, gold.top_pages_hourly, gold.editor_activity_daily, gold.session_stats_daily;
-  DROP TABLE IF EXISTS lakehouse.gold_minute, lakehouse.gold_page_hour,
+  DROP TABLE IF EXISTS lakehouse.gold_minute, lakehouse.gold_page_hour, lakehouse.gold_hour_wiki,
                        lakehouse.gold_editor_day, lakehouse.gold_session_length_day, silver.editor_sessions;
   IF EXISTS (SELECT 1 FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) 'edits') THEN
     PERFORM lakehouse.drop_silver('edits', true);
@@ -682,43 +686,34 @@ BEGIN
 END $$;
 
 
--- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
--- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
--- of two, the larger part of a pass's time).
-DO $upgrade$
-BEGIN
-  IF pg_catalog.to_regclass('lakehouse.gold_page_hour_editor') IS NOT NULL THEN
-    ALTER TABLE lakehouse.gold_page_hour ADD COLUMN editor_names text[];
-    UPDATE lakehouse.gold_page_hour g SET editor_names = e.names
-      FROM (SELECT x.hour, x.wiki, x.title, pg_catalog.array_agg(x.user_name ORDER BY x.user_name) AS names
-              FROM lakehouse.gold_page_hour_editor x GROUP BY 1, 2, 3) e
-     WHERE e.hour = g.hour AND e.wiki = g.wiki AND e.title = g.title;
-    UPDATE lakehouse.gold_page_hour SET editor_names = '{}' WHERE editor_names IS NULL;
-    ALTER TABLE lakehouse.gold_page_hour ALTER COLUMN editor_names SET NOT NULL;
-    DROP TABLE lakehouse.gold_page_hour_editor;
-  END IF;
-END $upgrade$;
 
--- Silver tables declared under 0.3.0 get the new admit function (and their extract
--- function and row type again, which are written together). They are the tables' own
--- objects, not the extension's: made here, they are taken out of it again.
-DO $upgrade$
-DECLARE
-  t lakehouse.silver_tables;
-  fn text;
+-- gold.top_pages_hourly: for each (hour, wiki) the pages in rank order, ranked apart (a
+-- LATERAL subquery per pair, no PARTITION BY), so that a filter rank <= N becomes the
+-- window's run condition and each pair's index scan stops after N entries: a top-10 over
+-- a day reads 10 entries per hour and wiki, not every page of the day.
+CREATE FUNCTION lakehouse._recentchange_top_pages_view()
+RETURNS void LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 BEGIN
-  FOR t IN SELECT * FROM lakehouse.silver_tables ORDER BY name LOOP
-    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
-      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
-    END LOOP;
-    EXECUTE pg_catalog.format('DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
-    PERFORM lakehouse._silver_generate(t);
-    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
-      EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
-    END LOOP;
-    EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
-  END LOOP;
-END $upgrade$;
+  CREATE OR REPLACE VIEW gold.top_pages_hourly AS
+    SELECT w.hour, w.wiki, p.title, p.edits, p.distinct_editors, p.rank
+      FROM lakehouse.gold_hour_wiki w
+     CROSS JOIN LATERAL (
+       SELECT g.title, g.edits, g.editors AS distinct_editors,
+              pg_catalog.row_number() OVER (ORDER BY g.edits DESC, g.editors DESC, g.title) AS rank
+         FROM lakehouse.gold_page_hour g
+        WHERE g.hour OPERATOR(pg_catalog.=) w.hour AND g.wiki OPERATOR(pg_catalog.=) w.wiki) p;
+  COMMENT ON VIEW gold.top_pages_hourly IS 'per hour (UTC) and wiki: pages by edits; filter on hour (and rank) for a top list';
+  COMMENT ON COLUMN gold.top_pages_hourly.hour IS 'start of the hour, by event time';
+  COMMENT ON COLUMN gold.top_pages_hourly.wiki IS 'wiki database name';
+  COMMENT ON COLUMN gold.top_pages_hourly.title IS 'page title';
+  COMMENT ON COLUMN gold.top_pages_hourly.edits IS 'edits and creations of the page in the hour';
+  COMMENT ON COLUMN gold.top_pages_hourly.distinct_editors IS 'distinct users who edited it in the hour (exact)';
+  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour; ties broken by distinct editors, then title';
+  GRANT SELECT ON gold.top_pages_hourly TO PUBLIC;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_top_pages_view() FROM PUBLIC;
 
 -- Sessions, the aggregate tables and the four gold views; called once by
 -- create_recentchange_pipeline() after silver.edits exists.
@@ -757,6 +752,9 @@ BEGIN
   -- The order of gold.top_pages_hourly's rank: a top-N query reads the first N entries
   -- of each (hour, wiki) and stops (PostgreSQL 15 ends a row_number() <= N scan early).
   CREATE INDEX gold_page_hour_top ON lakehouse.gold_page_hour (hour, wiki, edits DESC, editors DESC, title);
+  -- The (hour, wiki) pairs of gold_page_hour: gold.top_pages_hourly ranks the pages of
+  -- each pair apart, so that a top-N query over a day reads N entries per pair.
+  CREATE TABLE lakehouse.gold_hour_wiki (hour timestamptz NOT NULL, wiki text NOT NULL, PRIMARY KEY (hour, wiki));
   CREATE TABLE lakehouse.gold_editor_day (
       day date NOT NULL, wiki text NOT NULL, user_name text NOT NULL, edits bigint NOT NULL, sessions bigint NOT NULL,
       is_bot boolean NOT NULL, PRIMARY KEY (day, wiki, user_name));
@@ -765,6 +763,7 @@ BEGIN
       PRIMARY KEY (day, length_s));
   COMMENT ON TABLE lakehouse.gold_minute IS 'behind gold.edits_per_minute; kept by the silver pass';
   COMMENT ON TABLE lakehouse.gold_page_hour IS 'behind gold.top_pages_hourly; kept by the silver pass';
+  COMMENT ON TABLE lakehouse.gold_hour_wiki IS 'the (hour, wiki) pairs of gold_page_hour, behind gold.top_pages_hourly';
   COMMENT ON TABLE lakehouse.gold_editor_day IS 'behind gold.editor_activity_daily; kept by the silver pass';
   COMMENT ON TABLE lakehouse.gold_session_length_day IS 'sessions per day and length in seconds, behind gold.session_stats_daily';
 
@@ -784,17 +783,7 @@ BEGIN
   COMMENT ON COLUMN gold.edits_per_minute.bytes_added IS 'sum of length_new - length_old over edits that grew a page';
   COMMENT ON COLUMN gold.edits_per_minute.bytes_removed IS 'sum of length_old - length_new over edits that shrank a page';
 
-  CREATE VIEW gold.top_pages_hourly AS
-    SELECT g.hour, g.wiki, g.title, g.edits, g.editors AS distinct_editors,
-           pg_catalog.row_number() OVER (PARTITION BY g.hour, g.wiki ORDER BY g.edits DESC, g.editors DESC, g.title) AS rank
-      FROM lakehouse.gold_page_hour g;
-  COMMENT ON VIEW gold.top_pages_hourly IS 'per hour (UTC) and wiki: pages by edits; filter on hour (and rank) for a top list';
-  COMMENT ON COLUMN gold.top_pages_hourly.hour IS 'start of the hour, by event time';
-  COMMENT ON COLUMN gold.top_pages_hourly.wiki IS 'wiki database name';
-  COMMENT ON COLUMN gold.top_pages_hourly.title IS 'page title';
-  COMMENT ON COLUMN gold.top_pages_hourly.edits IS 'edits and creations of the page in the hour';
-  COMMENT ON COLUMN gold.top_pages_hourly.distinct_editors IS 'distinct users who edited it in the hour (exact)';
-  COMMENT ON COLUMN gold.top_pages_hourly.rank IS '1 = most edited page of that wiki in that hour; ties broken by distinct editors, then title';
+  PERFORM lakehouse._recentchange_top_pages_view();
 
   CREATE VIEW gold.editor_activity_daily AS
     SELECT g.day, g.wiki, g.user_name, g.edits, g.sessions, g.is_bot FROM lakehouse.gold_editor_day g;
@@ -832,3 +821,50 @@ BEGIN
   GRANT SELECT ON silver.editor_sessions TO lakehouse_admin;
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
+
+-- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
+-- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
+-- of two, the larger part of a pass's time).
+DO $upgrade$
+BEGIN
+  IF pg_catalog.to_regclass('lakehouse.gold_page_hour_editor') IS NOT NULL THEN
+    ALTER TABLE lakehouse.gold_page_hour ADD COLUMN editor_names text[];
+    UPDATE lakehouse.gold_page_hour g SET editor_names = e.names
+      FROM (SELECT x.hour, x.wiki, x.title, pg_catalog.array_agg(x.user_name ORDER BY x.user_name) AS names
+              FROM lakehouse.gold_page_hour_editor x GROUP BY 1, 2, 3) e
+     WHERE e.hour = g.hour AND e.wiki = g.wiki AND e.title = g.title;
+    UPDATE lakehouse.gold_page_hour SET editor_names = '{}' WHERE editor_names IS NULL;
+    ALTER TABLE lakehouse.gold_page_hour ALTER COLUMN editor_names SET NOT NULL;
+    DROP TABLE lakehouse.gold_page_hour_editor;
+    CREATE TABLE lakehouse.gold_hour_wiki (hour timestamptz NOT NULL, wiki text NOT NULL, PRIMARY KEY (hour, wiki));
+    INSERT INTO lakehouse.gold_hour_wiki SELECT DISTINCT g.hour, g.wiki FROM lakehouse.gold_page_hour g;
+    COMMENT ON TABLE lakehouse.gold_hour_wiki IS 'the (hour, wiki) pairs of gold_page_hour, behind gold.top_pages_hourly';
+    -- The view is the pipeline's, not the extension's: dropped and made again (an extension
+    -- script may not replace an object it does not own), then taken out of the extension.
+    DROP VIEW gold.top_pages_hourly;
+    PERFORM lakehouse._recentchange_top_pages_view();
+    ALTER EXTENSION lakehouse DROP VIEW gold.top_pages_hourly;
+    ALTER EXTENSION lakehouse DROP TABLE lakehouse.gold_hour_wiki;
+  END IF;
+END $upgrade$;
+
+-- Silver tables declared under 0.3.0 get the new admit function (and their extract
+-- function and row type again, which are written together). They are the tables' own
+-- objects, not the extension's: made here, they are taken out of it again.
+DO $upgrade$
+DECLARE
+  t lakehouse.silver_tables;
+  fn text;
+BEGIN
+  FOR t IN SELECT * FROM lakehouse.silver_tables ORDER BY name LOOP
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+    PERFORM lakehouse._silver_generate(t);
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+  END LOOP;
+END $upgrade$;

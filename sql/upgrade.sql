@@ -76,6 +76,8 @@ SELECT check_name, passed, detail FROM lakehouse.run_checks()
  WHERE check_name IN ('gold_reconciles:edits', 'silver_passes:edits', 'silver_passes:u') ORDER BY 1;
 SELECT count(*) AS generated_in_extension FROM pg_depend d JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
  WHERE d.refclassid = 'pg_extension'::regclass AND p.proname ~ '^silver_(u|edits)_';
+SELECT count(*) AS pipeline_relations_in_extension FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND (c.relname LIKE 'gold%' OR c.relname IN ('edits', 'editor_sessions', 'top_pages_hourly'));
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT lakehouse.drop_silver('u', true);
 SELECT count(*) AS left_behind FROM pg_proc WHERE proname ~ '^silver_(u|edits)_';
