@@ -11,18 +11,23 @@ INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('rc', 'no.such.topi
 CREATE TABLE bronze.rc (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
   kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
   ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
--- One bronze batch of the given events (one partition), as the stream worker writes one.
+-- One bronze batch of the given events, as the stream worker writes one. Events go to
+-- partitions by wiki, as lakehouse-producer keys them (dewiki 1, every other wiki 0), so
+-- the random scenario below runs over two partitions with watermarks of their own.
 CREATE FUNCTION fake_batch(events jsonb[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
   b bigint;
-  o bigint;
 BEGIN
   SELECT coalesce(max(batch_id), 0) + 1 INTO b FROM lakehouse.stream_progress WHERE stream = 'rc';
-  SELECT coalesce(max(kafka_offset) + 1, 0) INTO o FROM bronze.rc;
   INSERT INTO bronze.rc (kafka_partition, kafka_offset, payload, batch_id)
-  SELECT 0, o + i - 1, e, b FROM unnest(events) WITH ORDINALITY AS x(e, i);
+  SELECT x.p, coalesce((SELECT max(r.kafka_offset) + 1 FROM bronze.rc r WHERE r.kafka_partition = x.p), 0)
+              + row_number() OVER (PARTITION BY x.p ORDER BY x.i) - 1, x.e, b
+    FROM (SELECT u.e, u.i, CASE WHEN u.e->>'wiki' = 'dewiki' THEN 1 ELSE 0 END AS p
+            FROM unnest(events) WITH ORDINALITY AS u(e, i)) x;
   INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters, first_offsets, last_offsets, started_at)
-  VALUES ('rc', b, cardinality(events), 0, 0, jsonb_build_object('0', o), jsonb_build_object('0', o + cardinality(events) - 1), now());
+  SELECT 'rc', b, sum(y.n), 0, 0, jsonb_object_agg(y.p, y.lo), jsonb_object_agg(y.p, y.hi), now()
+    FROM (SELECT kafka_partition AS p, min(kafka_offset) AS lo, max(kafka_offset) AS hi, count(*) AS n
+            FROM bronze.rc WHERE batch_id = b GROUP BY 1) y;
 END $$;
 -- A recentchange event: id n, minute m after 2026-01-01 10:00 UTC.
 CREATE FUNCTION rc(n integer, m numeric, usr text, title text DEFAULT 'Page', wiki text DEFAULT 'enwiki',

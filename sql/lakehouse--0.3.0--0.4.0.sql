@@ -39,18 +39,31 @@ ALTER TABLE lakehouse.silver_progress ADD COLUMN partition_watermarks jsonb,
 COMMENT ON COLUMN lakehouse.silver_progress.watermark_before IS 'the table''s low watermark at the start of the pass';
 COMMENT ON COLUMN lakehouse.silver_progress.watermark IS 'the table''s low watermark after the pass';
 
--- Tables declared under 0.3.0 start every partition they have read at the table's newest
--- event time, which is what 0.3.0 judged those partitions' next rows by.
-INSERT INTO lakehouse.silver_partitions (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
-SELECT t.name, e.key::integer, t.max_event_time, pg_catalog.max(p.batch_id), pg_catalog.max(p.committed_at)
-  FROM lakehouse.silver_tables t
-  JOIN lakehouse.stream_progress p ON p.stream = t.stream AND p.batch_id <= t.last_batch_id
- CROSS JOIN LATERAL pg_catalog.jsonb_object_keys(p.first_offsets) AS e(key)
- GROUP BY t.name, e.key::integer, t.max_event_time;
+-- Tables declared under 0.3.0: each partition starts at the newest event time silver holds
+-- from it (looked up in the last day before the table's newest, through silver's primary
+-- key); a partition with nothing there starts without history, like a new one.
+DO $upgrade$
+DECLARE
+  t lakehouse.silver_tables;
+BEGIN
+  FOR t IN SELECT * FROM lakehouse.silver_tables WHERE max_event_time IS NOT NULL ORDER BY name LOOP
+    CONTINUE WHEN pg_catalog.to_regclass(pg_catalog.format('silver.%I', t.name)) IS NULL;
+    EXECUTE pg_catalog.format($q$
+      INSERT INTO lakehouse.silver_partitions (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
+      SELECT $1, s.kafka_partition, pg_catalog.max(s.%1$I), $2, $3
+        FROM silver.%2$I s WHERE s.%1$I >= $4 - interval '1 day' AND s.%1$I <= $4
+       GROUP BY s.kafka_partition$q$, t.event_time, t.name)
+      USING t.name, t.last_batch_id, coalesce(t.last_batch_committed_at, pg_catalog.now()), t.max_event_time;
+  END LOOP;
+END $upgrade$;
 UPDATE lakehouse.silver_tables SET low_watermark = max_event_time - watermark;
 
 -- Writes the row type and the two functions behind one silver table (see README, "Bronze
--- to silver"); 0.4.0 changes the admit function (late is judged per partition):
+-- to silver"); 0.4.0 changes the admit function (late is judged per partition). Both plan
+-- every statement for its own rows (plan_cache_mode): after five calls PL/pgSQL may keep a
+-- generic plan, which guesses 10 rows for unnest() of a pass's array and joins the pass
+-- with itself in a nested loop (a pass of the silver worker, one session, went from 0.2 s
+-- to 3 s; quadratic in the pass's rows).
 --   lakehouse.silver_<name>_extract: evaluates the declaration over a range of bronze rows.
 --     Owned by the extension and SECURITY INVOKER; passes call it through
 --     lakehouse._select_array_as with the declaring role's rights, never the superuser's. A
@@ -133,6 +146,7 @@ BEGIN
     RETURNS %2$s[] LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     SET work_mem = '64MB'
+    SET plan_cache_mode = force_custom_plan
     AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
     #variable_conflict use_column
     DECLARE
@@ -198,6 +212,7 @@ BEGIN
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     SET work_mem = '64MB'
+    SET plan_cache_mode = force_custom_plan
     AS $body$
     #variable_conflict use_column
     DECLARE
@@ -261,13 +276,14 @@ RETURNS void LANGUAGE sql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
   UPDATE silver.editor_sessions s SET closed = true
-   WHERE NOT s.closed AND s.session_end < low - gap
+   WHERE NOT s.closed AND s.session_end < $1 - $2
 $$;
 REVOKE ALL ON FUNCTION lakehouse._recentchange_close_sessions(timestamptz, interval) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION lakehouse._silver_pass(p_name text)
 RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
   t lakehouse.silver_tables;
@@ -342,7 +358,9 @@ BEGIN
           started OPERATOR(pg_catalog.+) t.future_limit, part_max, delay, pass, t.owner::oid,
           pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
 
-  -- Every partition of the batches read: its newest event time and when it last had rows.
+  -- Every partition that brought valid rows (an event time): its newest event time, and
+  -- the last batch of the pass that held it. A partition whose rows were all filtered out,
+  -- invalid or dead letters does not count as active (it says nothing about event time).
   INSERT INTO lakehouse.silver_partitions AS sp (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
   SELECT t.name, x.k, (c.part_max OPERATOR(pg_catalog.->>) x.k::text)::timestamptz, x.b, x.at
     FROM (SELECT DISTINCT ON (e.key::integer) e.key::integer AS k, p.batch_id AS b, p.committed_at AS at
@@ -350,13 +368,14 @@ BEGIN
            WHERE p.stream OPERATOR(pg_catalog.=) t.stream
              AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto
            ORDER BY e.key::integer, p.batch_id DESC) x
+   WHERE c.part_max OPERATOR(pg_catalog.?) x.k::text
   ON CONFLICT (silver, kafka_partition) DO UPDATE
      SET max_event_time = GREATEST(sp.max_event_time, excluded.max_event_time),
          last_batch_id = excluded.last_batch_id, last_batch_committed_at = excluded.last_batch_committed_at;
 
-  -- The low watermark: the lowest watermark of the partitions that had bronze rows within
-  -- one watermark (of bronze commit time) of the newest batch. A partition that has gone
-  -- quiet stops holding it back; it never goes back.
+  -- The low watermark: the lowest watermark of the partitions that brought valid rows
+  -- within one watermark (of bronze commit time) of the newest batch. A partition that has
+  -- gone quiet stops holding it back; it never goes back.
   SELECT pg_catalog.min(sp.max_event_time) OPERATOR(pg_catalog.-) delay INTO low
     FROM lakehouse.silver_partitions sp
    WHERE sp.silver OPERATOR(pg_catalog.=) t.name AND sp.max_event_time IS NOT NULL
@@ -550,6 +569,7 @@ END $$;
 CREATE OR REPLACE FUNCTION lakehouse._recentchange_on_admit()
 RETURNS trigger LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
 AS $$
 DECLARE
   gap interval;

@@ -62,8 +62,10 @@ SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT title, edits, distinct_editors FROM gold.top_pages_hourly;
 ALTER EXTENSION lakehouse UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
--- Partition 1 now has its own watermark, from the newest time 0.3.0 had seen (11:00), so
--- its next event at 10:55 is on time and one at 10:30 is late.
+-- Each partition now has its own watermark, from the newest time silver holds from it:
+-- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
+-- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
+SELECT silver, kafka_partition, max_event_time FROM lakehouse.silver_partitions ORDER BY 1, 2;
 SELECT u_batch(5, 1, 1, 3, 55), u_batch(6, 1, 2, 4, 30);
 SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('u');
 SELECT array_agg(n ORDER BY n) AS admitted FROM silver.u;
