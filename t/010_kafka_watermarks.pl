@@ -11,6 +11,7 @@ use Test::More;
 use LakehouseTest;
 
 my $brokers = lh_brokers();
+lh_seed();    # partitions, messages and the cut below; LAKEHOUSE_TEST_SEED replays a run
 my $node = lh_node('watermarks');
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 
@@ -27,6 +28,7 @@ for my $p (0 .. $partitions - 1)
 note("published per partition: "
 	  . join(', ', map { "$_=$published{$_}" } sort keys %published));
 
+my ($rc, $out, $err);
 my $wm = lh_watermarks($node, $topic);
 is(scalar(keys %$wm), $partitions, "one row per partition ($partitions)");
 for my $p (0 .. $partitions - 1)
@@ -38,11 +40,17 @@ for my $p (0 .. $partitions - 1)
 # The brokers argument overrides lakehouse.brokers.
 $node->safe_psql('postgres', "ALTER SYSTEM SET lakehouse.brokers = '127.0.0.1:1'");
 $node->reload;
-$node->poll_query_until('postgres', "SELECT current_setting('lakehouse.brokers') = '127.0.0.1:1'");
+ok($node->poll_query_until('postgres', "SELECT current_setting('lakehouse.brokers') = '127.0.0.1:1'"),
+	'the reload set lakehouse.brokers to a dead broker');
+($rc, $out, $err) = $node->psql('postgres',
+	"SET lakehouse.request_timeout = '1s'; SELECT * FROM lakehouse.kafka_watermarks('$topic')");
+like($err, qr/could not get metadata from Kafka brokers "127\.0\.0\.1:1"/,
+	'without the argument the call goes to the dead broker of the setting');
 is_deeply(lh_watermarks($node, $topic, $brokers), $wm, 'explicit brokers argument wins over the setting');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET lakehouse.brokers');
 $node->reload;
-$node->poll_query_until('postgres', "SELECT current_setting('lakehouse.brokers') = '$brokers'");
+ok($node->poll_query_until('postgres', "SELECT current_setting('lakehouse.brokers') = '$brokers'"),
+	'the reset brought lakehouse.brokers back to the test broker');
 
 # --- Deleting records moves the low watermark, and only on that partition.
 my ($busy) = sort { $published{$b} <=> $published{$a} } keys %published;
@@ -66,9 +74,10 @@ for my $p (grep { $_ != $busy } 0 .. $partitions - 1)
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET lakehouse.kafka_config = 'sasl.password=hunter2-secret; no.such.property=1'");
 $node->reload;
-$node->poll_query_until('postgres',
-	"SELECT current_setting('lakehouse.kafka_config') LIKE '%no.such.property%'");
-my ($rc, $out, $err) =
+ok($node->poll_query_until('postgres',
+		"SELECT current_setting('lakehouse.kafka_config') LIKE '%no.such.property%'"),
+	'the reload set the bad lakehouse.kafka_config');
+($rc, $out, $err) =
   $node->psql('postgres', "SELECT * FROM lakehouse.kafka_watermarks('$topic')");
 isnt($rc, 0, 'an unknown librdkafka property fails the call');
 like($err, qr/invalid Kafka client property "no\.such\.property" in lakehouse\.kafka_config/,
@@ -78,11 +87,14 @@ unlike($err, qr/hunter2/, 'error does not show secret values');
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET lakehouse.kafka_config = ' socket.timeout.ms = 15000 ;client.rack=rack-a; '");
 $node->reload;
-$node->poll_query_until('postgres',
-	"SELECT current_setting('lakehouse.kafka_config') LIKE '%rack-a%'");
+ok($node->poll_query_until('postgres',
+		"SELECT current_setting('lakehouse.kafka_config') LIKE '%rack-a%'"),
+	'the reload replaced the bad lakehouse.kafka_config with valid properties');
 is_deeply(lh_watermarks($node, $topic), $wm, 'valid extra properties are accepted and the call works');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET lakehouse.kafka_config');
 $node->reload;
+ok($node->poll_query_until('postgres', "SELECT current_setting('lakehouse.kafka_config') = ''"),
+	'lakehouse.kafka_config is reset');
 
 # --- Granted non-superusers may read watermarks.
 $node->safe_psql('postgres', q{

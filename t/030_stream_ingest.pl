@@ -11,6 +11,7 @@ use Test::More;
 use LakehouseTest;
 
 my $brokers = lh_brokers();
+lh_seed();    # the shuffles and counts below; LAKEHOUSE_TEST_SEED replays a run
 my $node = lh_node('ingest', conf => "lakehouse.max_batch_messages = 200\n"
 	  . "lakehouse.max_message_bytes = '64kB'\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
@@ -20,11 +21,12 @@ my $partitions = 3;
 lh_create_topic(lh_kafka_dir(), $topic, $partitions);
 
 # --- Bad calls are refused and change nothing.
+# The canary exists before the injection attempt, so a name that ran as SQL would drop it.
+$node->safe_psql('postgres', 'CREATE TABLE canary (x int)');
 my ($rc, $out, $err);
 ($rc, $out, $err) = $node->psql('postgres',
 	qq{SELECT lakehouse.create_stream('x"; drop table canary; --', '$topic')});
 like($err, qr/invalid stream name/, 'a stream name with SQL in it is refused');
-$node->safe_psql('postgres', 'CREATE TABLE canary (x int)');
 ($rc, $out, $err) = $node->psql('postgres',
 	qq{SELECT lakehouse.create_stream('Bad Name', '$topic')});
 like($err, qr/HINT:\s+Choose a name such as/, 'the refusal says what a valid name looks like');
@@ -86,6 +88,7 @@ for my $p (0 .. $partitions - 1)
 my %dead = map { my ($p, $o, $reason) = split /\|/; ("$p/$o" => $reason) } split /\n/,
   $node->safe_psql('postgres',
 	"SELECT kafka_partition, kafka_offset, reason FROM lakehouse.dead_letters WHERE stream = 'wiki'");
+cmp_ok($n_dead, '>', 0, 'the scenario has poison messages for the checks below');
 is(scalar(keys %dead), $n_dead, "dead letters: $n_dead, one per poison message");
 for my $where (sort keys %expected_dead)
 {
@@ -182,7 +185,7 @@ is($node->safe_psql('postgres', qq{
 # --- stop_stream and start_stream in the middle of a backlog.
 my $pub = lh_publish_start($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-mid', $seq++) ] } 1 .. 40000 ]);
 my $rows_now = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
-lh_wait_beyond($node, 'SELECT count(*) FROM bronze.wiki', $rows_now);
+my $seen = lh_wait_beyond($node, 'SELECT count(*) FROM bronze.wiki', $rows_now);
 $node->safe_psql('postgres', "SELECT lakehouse.stop_stream('wiki')");
 my $at_stop = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki');
 lh_publish_finish($pub);
@@ -192,7 +195,8 @@ if ($at_stop >= $rows_now + 40000)
 }
 else
 {
-	pass('stop_stream landed mid-backlog: ' . ($at_stop - $rows_now) . ' of 40000 committed');
+	pass('stop_stream landed mid-backlog: ' . ($at_stop - $rows_now) . ' of 40000 committed ('
+		  . ($seen - $rows_now) . ' when the stop was sent)');
 }
 $node->safe_psql('postgres', "SELECT lakehouse.start_stream('wiki')");
 ok(lh_wait_caught_up($node, 'wiki', $topic), 'start_stream after a stop mid-backlog catches up');
@@ -238,8 +242,18 @@ $node->safe_psql('postgres', "SELECT lakehouse.create_stream('ops_stream', '$top
 is($node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.stream_status() WHERE stream = 'ops_stream'",
 		extra_params => [ '-U', 'ops' ]),
 	$partitions, 'a lakehouse_admin member creates a stream and reads its status');
+ok($node->poll_query_until('postgres', "SELECT worker_pid IS NOT NULL FROM lakehouse.streams WHERE name = 'ops_stream'"),
+	'the new stream has a worker');
+my $ops_pid = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'ops_stream'");
 $node->safe_psql('postgres', "SELECT lakehouse.drop_stream('ops_stream', drop_data => true)", extra_params => [ '-U', 'ops' ]);
-pass('a lakehouse_admin member drops a stream');
+is($node->safe_psql('postgres', q{
+	SELECT (SELECT count(*) FROM lakehouse.streams WHERE name = 'ops_stream') || ','
+	    || (SELECT count(*) FROM lakehouse.offsets WHERE stream = 'ops_stream') || ','
+	    || (to_regclass('bronze.ops_stream') IS NULL)}),
+	'0,0,true', 'a lakehouse_admin member drops a stream: its row, its offsets and its bronze table are gone');
+$gone = 0;
+for (1 .. 300) { if (lh_process_gone($ops_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+ok($gone, "the dropped stream's worker ($ops_pid) ended");
 ($rc, $out, $err) = $node->psql('postgres', "SELECT lakehouse.create_stream('x', '$topic')", extra_params => [ '-U', 'nobody' ]);
 like($err, qr/permission denied for function create_stream/, 'other roles cannot create streams');
 ($rc, $out, $err) = $node->psql('postgres', 'SELECT * FROM lakehouse.offsets', extra_params => [ '-U', 'nobody' ]);

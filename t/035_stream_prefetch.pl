@@ -71,33 +71,76 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.prefetch'),
 ok($node->log_contains(qr{/2048 kb queued}), 'librdkafka now fetches with the new bound (2048 kB)');
 
 # --- lakehouse.max_batch_bytes bounds a batch by size, whatever its message count, and a
-# reload applies it to the running worker.
+# reload applies it to the running worker: a backlog before the reload goes in batches
+# larger than 64kB (the default bound is 64MB); after the reload the same worker cuts the
+# next backlog into batches of 64kB.
 $node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.max_batch_messages = 10000});
-$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.max_batch_bytes = '64kB'});
 $node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', "SELECT current_setting('lakehouse.max_batch_messages') = '10000'"),
+	'max_batch_messages is 10000, so only bytes can end a batch early');
 my $topic2 = lh_unique_name('batchbytes');
 lh_create_topic(lh_kafka_dir(), $topic2, $partitions);
-my @records2;
-for my $p (0 .. $partitions - 1)
-{
-	push @records2, map { [ $p, undef, lh_event("bytes-p$p", $_) ] } 1 .. 1000;
-}
-my ($bytes2, $largest) = (0, 0);
-for (@records2)
-{
-	$bytes2 += length($_->[2]);
-	$largest = length($_->[2]) if length($_->[2]) > $largest;
-}
-lh_publish(lh_brokers(), $topic2, \@records2);
+my $bound = 64 * 1024;
+my ($largest, $smallest) = (0, undef);
+my $backlog = sub {
+	my ($tag) = @_;
+	my @r;
+	for my $p (0 .. $partitions - 1)
+	{
+		push @r, map { [ $p, undef, lh_event("$tag-p$p", $_) ] } 1 .. 1000;
+	}
+	for (@r)
+	{
+		my $len = length($_->[2]);
+		$largest = $len if $len > $largest;
+		$smallest = $len if !defined $smallest || $len < $smallest;
+	}
+	return \@r;
+};
+my $records_before = $backlog->('bytes-before');
+lh_publish(lh_brokers(), $topic2, $records_before);
 $node->safe_psql('postgres', "SELECT lakehouse.create_stream('batchbytes', '$topic2')");
+ok(lh_wait_caught_up($node, 'batchbytes', $topic2), 'the stream caught up with the default max_batch_bytes');
+my ($last_batch, $max_bytes_before) = split /\|/, $node->safe_psql('postgres',
+	"SELECT max(batch_id), max(bytes) FROM lakehouse.stream_progress WHERE stream = 'batchbytes'");
+cmp_ok($max_bytes_before, '>', $bound + $largest,
+	"before the reload a batch held more than 64kB plus one message ($max_bytes_before bytes)");
+my $worker = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'batchbytes'");
+
+# The reload, while the worker runs (SIGHUP sets its latch: it applies the file at once).
+$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.max_batch_bytes = '64kB'});
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok($node->poll_query_until('postgres', "SELECT current_setting('lakehouse.max_batch_bytes') = '64kB'"),
+	'the reload set max_batch_bytes to 64kB');
+sleep 2;
+# The next backlog piles up behind a lock on bronze, so that the worker then finds far more
+# than 64kB waiting: only max_batch_bytes can keep its batches small.
+my $lock = $node->background_psql('postgres');
+$lock->query_safe('BEGIN');
+$lock->query_safe('LOCK TABLE bronze.batchbytes IN ACCESS EXCLUSIVE MODE');
+my $records_after = $backlog->('bytes-after');
+lh_publish(lh_brokers(), $topic2, $records_after);
+ok($node->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $worker"),
+	'the worker waits on the lock while the backlog builds up');
+sleep 2;    # librdkafka fills its queue meanwhile
+$lock->query_safe('COMMIT');
+$lock->quit;
 ok(lh_wait_caught_up($node, 'batchbytes', $topic2), 'the stream caught up with 64kB batches');
 lh_check_exactly_once($node, 'batchbytes', $topic2, '64kB batches');
+is($node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'batchbytes'"), $worker,
+	'the same worker, without a restart');
+my $bytes2 = 0;
+$bytes2 += length($_->[2]) for @$records_after;
 my ($batches, $max_bytes, $max_msgs) = split /\|/, $node->safe_psql('postgres',
-	"SELECT count(*), max(bytes), max(messages) FROM lakehouse.stream_progress WHERE stream = 'batchbytes'");
-cmp_ok($max_bytes, '<', 64 * 1024 + $largest, "no batch holds more than 64kB plus one message ($max_bytes bytes)");
-cmp_ok($batches, '>=', int($bytes2 / (64 * 1024 + $largest)),
+	"SELECT count(*), max(bytes), max(messages) FROM lakehouse.stream_progress WHERE stream = 'batchbytes' AND batch_id > $last_batch");
+cmp_ok($max_bytes, '<', $bound + $largest, "after the reload no batch holds more than 64kB plus one message ($max_bytes bytes)");
+cmp_ok($batches, '>=', int($bytes2 / ($bound + $largest)),
 	"the backlog of $bytes2 bytes took at least as many batches as the bound implies ($batches)");
-cmp_ok($max_msgs, '<', 10000, "batches ended on bytes, far below max_batch_messages (at most $max_msgs messages)");
+# A batch ends with the message that reaches 64kB: at most this many of the smallest fit.
+my $max_fit = int(($bound - 1) / $smallest) + 1;
+cmp_ok($max_msgs, '<=', $max_fit,
+	"batches ended on bytes: at most $max_fit messages of $smallest bytes or more ($max_msgs)");
 
 $node->stop;
 done_testing();

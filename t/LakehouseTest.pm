@@ -17,6 +17,7 @@ our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
+  lh_seed lh_broker_high_watermarks
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -184,6 +185,8 @@ sub lh_check_exactly_once
 {
 	my ($node, $stream, $topic, $label) = @_;
 	my $wm = lh_watermarks($node, $topic);
+	# An empty list would make the loop below check nothing and pass.
+	cmp_ok(scalar(keys %$wm), '>', 0, "$label: the broker reports partitions of $topic to check");
 	for my $p (sort { $a <=> $b } keys %$wm)
 	{
 		my ($low, $high) = @{ $wm->{$p} };
@@ -205,20 +208,64 @@ sub lh_check_exactly_once
 
 # Polls $count_sql through one open session until it returns more than $beyond, and
 # returns what it saw and the server's clock at that moment. A new psql per poll (poll_query_until) is too slow to catch a fast
-# worker in the middle of a backlog, which the fault tests need.
+# worker in the middle of a backlog, which the fault tests need. Fails the test and dies
+# when the count has not gone beyond $beyond within PG_TEST_TIMEOUT_DEFAULT (180 s): a fault
+# injected after a wait that never ended would prove nothing.
 sub lh_wait_beyond
 {
 	my ($node, $count_sql, $beyond) = @_;
 	my $bg = $node->background_psql('postgres');
-	my ($seen, $at) = (0, undef);
-	for (1 .. 60_000)
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	my ($seen, $at);
+	for (;;)
 	{
 		($seen, $at) = split /\|/, $bg->query_safe("SELECT ($count_sql), clock_timestamp()");
 		last if $seen > $beyond;
+		if (time > $deadline)
+		{
+			$bg->quit;
+			fail("lh_wait_beyond: ($count_sql) still returned $seen, not more than $beyond, after "
+				  . "$PostgreSQL::Test::Utils::timeout_default s");
+			die "lh_wait_beyond timed out\n";
+		}
 		select(undef, undef, undef, 0.001);
 	}
 	$bg->quit;
 	return wantarray ? ($seen, $at) : $seen;
+}
+
+# {partition => high watermark} for partitions 0 .. $partitions - 1, straight from the
+# broker with kcat, not through the code under test.
+sub lh_broker_high_watermarks
+{
+	my ($brokers, $topic, $partitions) = @_;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:-1") } 0 .. $partitions - 1 ],
+		'>', \$stdout, '2>', \$stderr);
+	die "kcat could not query the high watermarks of $topic: $stderr" unless $ok;
+	my %high = map { /^\Q$topic\E \[(\d+)\] offset (\d+)$/ ? ($1 => $2) : () } split /\n/, $stdout;
+	die "kcat gave high watermarks for " . scalar(keys %high) . " of $partitions partitions of $topic:\n$stdout$stderr"
+	  unless keys %high == $partitions;
+	return \%high;
+}
+
+# Seeds Perl's rand for a random scenario, from LAKEHOUSE_TEST_SEED when it is set, and
+# prints the seed either way, so that a failing interleaving can be run again:
+#   LAKEHOUSE_TEST_SEED=<seed> scripts/test --tap-only t/<file>.pl
+sub lh_seed
+{
+	my $seed = $ENV{LAKEHOUSE_TEST_SEED};
+	if (defined $seed && $seed ne '')
+	{
+		die "LAKEHOUSE_TEST_SEED must be a non-negative integer, not '$seed'\n" unless $seed =~ /^\d+$/;
+	}
+	else
+	{
+		$seed = (time ^ ($$ << 16)) & 0x7fffffff;
+	}
+	srand($seed);
+	diag("random seed $seed (run this scenario again with LAKEHOUSE_TEST_SEED=$seed)");
+	return $seed;
 }
 
 # Waits until every partition's committed next_offset equals the broker's high watermark.
