@@ -108,6 +108,16 @@ UPDATE lakehouse.gold_minute SET edits = edits + 1 WHERE minute = (SELECT max(mi
 SELECT * FROM checks WHERE check_name LIKE 'gold%';
 SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'gold%' ORDER BY run_id DESC LIMIT 1;
 UPDATE lakehouse.gold_minute SET edits = edits - 1 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+-- gold_reconciles: an (hour, wiki) pair lost from gold_hour_wiki (its pages would vanish
+-- from gold.top_pages_hourly), then put back.
+CREATE TEMP TABLE lost_pair AS SELECT hour, wiki FROM lakehouse.gold_hour_wiki ORDER BY hour DESC, wiki LIMIT 1;
+DELETE FROM lakehouse.gold_hour_wiki w USING lost_pair l WHERE w.hour = l.hour AND w.wiki = l.wiki;
+SELECT count(*) AS pairs_lost FROM lost_pair;
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
+SELECT detail ~ '; 1 \(hour, wiki\) pairs missing from gold_hour_wiki$' AS says_which FROM lakehouse.check_results
+ WHERE check_name LIKE 'gold%' ORDER BY run_id DESC LIMIT 1;
+INSERT INTO lakehouse.gold_hour_wiki SELECT * FROM lost_pair;
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
 
 -- silver_freshness: a batch committed 10 minutes ago that no pass has read.
 SELECT fake_batch(ARRAY[rc(10, 9)], now() - interval '10 min');

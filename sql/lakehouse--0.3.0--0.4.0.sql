@@ -716,7 +716,7 @@ RETURNS void LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-  CREATE OR REPLACE VIEW gold.top_pages_hourly AS
+  CREATE VIEW gold.top_pages_hourly AS
     SELECT w.hour, w.wiki, p.title, p.edits, p.distinct_editors, p.rank
       FROM lakehouse.gold_hour_wiki w
      CROSS JOIN LATERAL (
@@ -842,10 +842,58 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
 
+-- Gold reconciles with silver (as in 0.3.0), and since 0.4.0 also: every (hour, wiki) of
+-- gold_page_hour in the window is in gold_hour_wiki, without which gold.top_pages_hourly
+-- would leave that hour's pages out.
+CREATE OR REPLACE FUNCTION lakehouse._check_gold(OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  since timestamptz;
+  bad_minutes bigint;
+  bad_pages bigint;
+  missing_pairs bigint;
+BEGIN
+  SELECT pg_catalog.date_trunc('hour', t.max_event_time, 'UTC') - interval '1 hour' INTO since
+    FROM lakehouse.silver_tables t WHERE t.name = 'edits';
+  IF since IS NULL THEN
+    passed := true;
+    detail := 'silver.edits is empty';
+    RETURN;
+  END IF;
+  SELECT pg_catalog.count(*) INTO bad_minutes FROM (
+    SELECT s.* FROM (SELECT pg_catalog.date_trunc('minute', e.event_time, 'UTC') AS minute, e.wiki, pg_catalog.count(*) AS edits,
+                            pg_catalog.count(*) FILTER (WHERE e.type = 'new') AS new_pages,
+                            pg_catalog.count(*) FILTER (WHERE e.is_bot) AS bot_edits
+                       FROM silver.edits e WHERE e.event_time >= since AND e.wiki IS NOT NULL GROUP BY 1, 2) s
+    FULL JOIN (SELECT g.minute, g.wiki, g.edits, g.new_pages, g.bot_edits FROM lakehouse.gold_minute g WHERE g.minute >= since) g
+      ON g.minute = s.minute AND g.wiki = s.wiki
+   WHERE (s.edits, s.new_pages, s.bot_edits) IS DISTINCT FROM (g.edits, g.new_pages, g.bot_edits)) d;
+  SELECT pg_catalog.count(*) INTO bad_pages FROM (
+    SELECT 1 FROM (SELECT pg_catalog.date_trunc('hour', e.event_time, 'UTC') AS hour, e.wiki, e.title, pg_catalog.count(*) AS edits,
+                          pg_catalog.count(DISTINCT e.user_name) AS editors
+                     FROM silver.edits e WHERE e.event_time >= since AND e.wiki IS NOT NULL AND e.title IS NOT NULL GROUP BY 1, 2, 3) s
+    FULL JOIN (SELECT g.hour, g.wiki, g.title, g.edits, g.editors FROM lakehouse.gold_page_hour g WHERE g.hour >= since) g
+      ON g.hour = s.hour AND g.wiki = s.wiki AND g.title = s.title
+   WHERE (s.edits, s.editors) IS DISTINCT FROM (g.edits, g.editors)) d;
+  SELECT pg_catalog.count(*) INTO missing_pairs
+    FROM (SELECT DISTINCT g.hour, g.wiki FROM lakehouse.gold_page_hour g WHERE g.hour >= since) p
+   WHERE NOT EXISTS (SELECT 1 FROM lakehouse.gold_hour_wiki w WHERE w.hour = p.hour AND w.wiki = p.wiki);
+  passed := bad_minutes = 0 AND bad_pages = 0 AND missing_pairs = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('edits per minute and per page-hour match silver.edits since %s', since)
+                 ELSE pg_catalog.format('since %s: %s (minute, wiki) and %s (hour, page) aggregates differ from silver.edits; %s (hour, wiki) pairs missing from gold_hour_wiki',
+                                        since, bad_minutes, bad_pages, missing_pairs) END;
+END $$;
+
+
 -- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
 -- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
 -- of two, the larger part of a pass's time).
 DO $upgrade$
+DECLARE
+  acl aclitem[];
+  item record;
 BEGIN
   IF pg_catalog.to_regclass('lakehouse.gold_page_hour_editor') IS NOT NULL THEN
     ALTER TABLE lakehouse.gold_page_hour ADD COLUMN editor_names text[];
@@ -860,10 +908,23 @@ BEGIN
     INSERT INTO lakehouse.gold_hour_wiki SELECT DISTINCT g.hour, g.wiki FROM lakehouse.gold_page_hour g;
     COMMENT ON TABLE lakehouse.gold_hour_wiki IS 'the (hour, wiki) pairs of gold_page_hour, behind gold.top_pages_hourly';
     -- The view is the pipeline's, not the extension's: dropped and made again (an extension
-    -- script may not replace an object it does not own), then taken out of the extension.
-    DROP VIEW gold.top_pages_hourly;
-    PERFORM lakehouse._recentchange_top_pages_view();
-    ALTER EXTENSION lakehouse DROP VIEW gold.top_pages_hourly;
+    -- script may not replace an object it does not own), then taken out of the extension,
+    -- with the privileges it had (its comments are the stock ones again). A view the user
+    -- dropped stays dropped.
+    acl := (SELECT c.relacl FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass('gold.top_pages_hourly'));
+    IF pg_catalog.to_regclass('gold.top_pages_hourly') IS NOT NULL THEN
+      DROP VIEW gold.top_pages_hourly;
+      PERFORM lakehouse._recentchange_top_pages_view();
+      ALTER EXTENSION lakehouse DROP VIEW gold.top_pages_hourly;
+      IF acl IS NOT NULL THEN
+        REVOKE ALL ON gold.top_pages_hourly FROM PUBLIC;
+        FOR item IN SELECT * FROM pg_catalog.aclexplode(acl) LOOP
+          EXECUTE pg_catalog.format('GRANT %s ON gold.top_pages_hourly TO %s%s', item.privilege_type,
+                                    CASE WHEN item.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(item.grantee)) END,
+                                    CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+      END IF;
+    END IF;
     ALTER EXTENSION lakehouse DROP TABLE lakehouse.gold_hour_wiki;
   END IF;
 END $upgrade$;

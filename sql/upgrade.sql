@@ -60,8 +60,14 @@ SELECT lakehouse.set_silver_continuous('edits', false);
 SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('u');
 SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT title, edits, distinct_editors FROM gold.top_pages_hourly;
+-- An operator narrowed who may read the top pages; the update rebuilds the view with them.
+REVOKE SELECT ON gold.top_pages_hourly FROM PUBLIC;
+GRANT SELECT ON gold.top_pages_hourly TO lakehouse_admin;
 ALTER EXTENSION lakehouse UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
+SELECT title, edits, distinct_editors FROM gold.top_pages_hourly;
+SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS public_reads,
+       has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
