@@ -39,7 +39,7 @@ lh_create_topic($kdir, $topic, $partitions);
 $node->safe_psql('postgres', "SELECT lakehouse.create_stream('s1', '$topic')");
 my $first = events(40000, 'broker');
 my $pub = lh_publish_start($brokers, $topic, $first);
-lh_wait_beyond($node, 'SELECT count(*) FROM bronze.s1', 0);
+my $seen = lh_wait_beyond($node, 'SELECT count(*) FROM bronze.s1', 0);    # dies when no row comes
 lh_kafka('kill', $kdir);
 my $at_kill = committed('s1');
 if ($at_kill >= @$first)
@@ -48,7 +48,7 @@ if ($at_kill >= @$first)
 	done_testing();
 	exit 1;
 }
-pass("the broker was killed mid-ingest: $at_kill of " . scalar(@$first) . ' committed');
+pass("the broker was killed mid-ingest: $at_kill of " . scalar(@$first) . " committed ($seen when the kill was sent)");
 my ($stdout, $stderr);
 ok(!IPC::Run::run([ lh_top() . '/scripts/kafka', 'status', $kdir ], '>', \$stdout, '2>', \$stderr),
 	'the broker is down (fault landed)');

@@ -215,6 +215,7 @@ sub lh_wait_beyond
 {
 	my ($node, $count_sql, $beyond) = @_;
 	my $bg = $node->background_psql('postgres');
+	$bg->set_query_timer_restart;    # the deadline below bounds the wait, not the session's timer
 	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
 	my ($seen, $at);
 	for (;;)
@@ -250,8 +251,17 @@ sub lh_broker_high_watermarks
 }
 
 # Seeds Perl's rand for a random scenario, from LAKEHOUSE_TEST_SEED when it is set, and
-# prints the seed either way, so that a failing interleaving can be run again:
+# prints the seed either way (again at the end of a failed run, on a "# Failed" line that
+# scripts/test shows), so that a failing interleaving can be run again:
 #   LAKEHOUSE_TEST_SEED=<seed> scripts/test --tap-only t/<file>.pl
+my $lh_seed;
+
+END
+{
+	diag("Failed with random seed $lh_seed: run this scenario again with LAKEHOUSE_TEST_SEED=$lh_seed")
+	  if defined $lh_seed && ($? != 0 || !Test::More->builder->is_passing);
+}
+
 sub lh_seed
 {
 	my $seed = $ENV{LAKEHOUSE_TEST_SEED};
@@ -264,6 +274,7 @@ sub lh_seed
 		$seed = (time ^ ($$ << 16)) & 0x7fffffff;
 	}
 	srand($seed);
+	$lh_seed = $seed;
 	diag("random seed $seed (run this scenario again with LAKEHOUSE_TEST_SEED=$seed)");
 	return $seed;
 }
