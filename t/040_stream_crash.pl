@@ -1,7 +1,8 @@
 # The crash proof for Kafka to bronze: the stream worker is SIGKILLed at random points
 # while a backlog of realistic events (with resends and poison messages) keeps arriving,
-# and the whole server is crashed once. Each kill must land mid-backlog (some rows
-# committed, not all), or the test says "inconclusive" and fails. Afterwards every offset
+# and the whole server is crashed once. Each kill must land mid-backlog (some rows of its
+# chunk committed, fewer than the broker held at the kill), or the test says
+# "inconclusive" and fails. Afterwards every offset
 # the broker holds is in bronze or dead letters exactly once, and the checkpoint equals the
 # broker's high watermark.
 use strict;
@@ -10,16 +11,20 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 use LakehouseTest;
 
 my $brokers = lh_brokers();
+lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
 my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\n"
 	  . "lakehouse.max_message_bytes = '64kB'\nrestart_after_crash = on\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 
 my $topic = lh_unique_name('crash');
 my $partitions = 4;
-lh_create_topic(lh_kafka_dir(), $topic, $partitions);
+# The broker stamps each record with the time it appended it, so that the guards below can
+# ask it what it held at the moment of a kill.
+lh_create_topic(lh_kafka_dir(), $topic, $partitions, 'message.timestamp.type=LogAppendTime');
 $node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki', '$topic')");
 
 # --- The scenario: chunks of events, one chunk resent (a producer resume), poison spread in.
@@ -79,7 +84,6 @@ sub worker_pid
 	return $pid;
 }
 
-my $sent = 0;
 my $kills = 0;
 for my $c (1 .. $chunks)
 {
@@ -90,7 +94,8 @@ for my $c (1 .. $chunks)
 	{
 		# A kill chunk: wait until the worker has caught up, note its pid, then publish the
 		# chunk at once and kill as soon as the first of its batches has committed.
-		lh_wait_caught_up($node, 'wiki', $topic);
+		ok(lh_wait_caught_up($node, 'wiki', $topic), "before chunk $c the stream caught up")
+		  or die "the stream did not catch up before chunk $c\n";
 		$pid = worker_pid() // die "no stream worker before chunk $c";
 		$before = committed_rows();
 		$pm_start = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
@@ -106,15 +111,19 @@ for my $c (1 .. $chunks)
 		$published{ $r->[0] }++;
 		$times_published{$1}++ if defined $r->[2] && $r->[2] =~ /"tag":"crash","seq":(\d+)\}$/;
 	}
-	$sent += @$records;
 	next unless $kill_after{$c};
 
-	my ($seen, $kill_ts) = lh_wait_beyond($node,
+	lh_wait_beyond($node,
 		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')", $before);
 	my $offset = -s $node->logfile;
+	# Just before the kill, so what the broker held then is at most what it held at the kill.
+	my $kill_ms = int(Time::HiRes::time() * 1000);
 	if ($c == $server_crash_chunk)
 	{
-		# The whole server: postmaster and every backend, as a power cut would.
+		# The whole server: postmaster and every backend at once, as a power cut would (a
+		# backend left alone would go on until it noticed the postmaster's death).
+		my @children = grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`;
+		kill 'KILL', @children;
 		$node->kill9;
 		my $gone = 0;
 		for (1 .. 600) { if (lh_process_gone($pm_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.05); }
@@ -145,19 +154,34 @@ for my $c (1 .. $chunks)
 		  or die "the server did not accept connections again after the kill";
 	}
 	$kills++;
+	# What the killed worker had committed: every batch whose transaction began before the
+	# worker that runs now was started, after the kill (the restarted worker has gone on since).
+	my $pid_after = worker_pid() // die "no stream worker after the kill after chunk $c";
+	my $at_kill = $node->safe_psql('postgres', qq{
+		SELECT coalesce(sum(messages), 0) FROM lakehouse.stream_progress
+		 WHERE stream = 'wiki' AND committed_at < (SELECT backend_start FROM pg_stat_activity WHERE pid = $pid_after)});
+	# What the broker held at the kill: the offsets it had appended before that moment.
+	my $high = lh_broker_high_watermarks($brokers, $topic, $partitions, $kill_ms);
+	my $held = 0;
+	$held += $_ for values %$high;
 	lh_publish_finish($publishing);
-	# What had committed when the kill landed (the restarted worker has gone on since).
-	my $at_kill = $node->safe_psql('postgres',
-		"SELECT coalesce(sum(messages), 0) FROM lakehouse.stream_progress WHERE stream = 'wiki' AND committed_at <= '$kill_ts'");
-	# The fault must land mid-backlog: part of this chunk committed, part not yet.
-	if (!($at_kill > $before && $at_kill < $sent))
+	# The fault must land mid-backlog: part of this chunk committed, not all the broker held.
+	if ($at_kill <= $before)
 	{
-		fail("inconclusive: the kill after chunk $c found $at_kill committed (before the chunk: $before,"
-			  . " after it: $sent); it did not land mid-backlog");
+		fail("inconclusive: the kill after chunk $c found $at_kill committed, no more than before the chunk"
+			  . " ($before); it did not land mid-backlog");
 		done_testing();
 		exit 1;
 	}
-	pass("kill after chunk $c landed mid-backlog: $at_kill committed, between $before and $sent");
+	if ($at_kill >= $held)
+	{
+		fail("inconclusive: the kill after chunk $c found $at_kill committed, all the broker held"
+			  . " ($held); it did not land mid-backlog");
+		done_testing();
+		exit 1;
+	}
+	pass("kill after chunk $c landed mid-backlog: $at_kill committed, more than $before before the chunk"
+		  . " and fewer than the $held the broker held");
 }
 is($kills, 6, 'five worker kills and one server crash happened');
 

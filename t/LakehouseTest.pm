@@ -236,18 +236,33 @@ sub lh_wait_beyond
 }
 
 # {partition => high watermark} for partitions 0 .. $partitions - 1, straight from the
-# broker with kcat, not through the code under test.
+# broker with kcat, not through the code under test. With $at_ms (milliseconds since the
+# epoch) and a topic created with message.timestamp.type=LogAppendTime: the high watermark
+# the broker had at that moment, that is the first offset appended at or after it (the
+# current end when nothing was appended since). Messages appended within that very
+# millisecond count as later.
 sub lh_broker_high_watermarks
 {
-	my ($brokers, $topic, $partitions) = @_;
-	my ($stdout, $stderr);
-	my $ok = IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:-1") } 0 .. $partitions - 1 ],
-		'>', \$stdout, '2>', \$stderr);
-	die "kcat could not query the high watermarks of $topic: $stderr" unless $ok;
-	my %high = map { /^\Q$topic\E \[(\d+)\] offset (\d+)$/ ? ($1 => $2) : () } split /\n/, $stdout;
-	die "kcat gave high watermarks for " . scalar(keys %high) . " of $partitions partitions of $topic:\n$stdout$stderr"
-	  unless keys %high == $partitions;
-	return \%high;
+	my ($brokers, $topic, $partitions, $at_ms) = @_;
+	my $query = sub {
+		my ($ts, @parts) = @_;
+		my ($stdout, $stderr);
+		my $ok = IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:$ts") } @parts ],
+			'>', \$stdout, '2>', \$stderr);
+		die "kcat could not query the offsets of $topic at $ts: $stderr" unless $ok;
+		my %off = map { /^\Q$topic\E \[(\d+)\] offset (-?\d+)$/ ? ($1 => $2) : () } split /\n/, $stdout;
+		die "kcat gave offsets for " . scalar(keys %off) . " of " . scalar(@parts) . " partitions of $topic:\n$stdout$stderr"
+		  unless keys %off == @parts;
+		return \%off;
+	};
+	my $high = $query->($at_ms // -1, 0 .. $partitions - 1);
+	my @none_since = grep { $high->{$_} < 0 } keys %$high;
+	if (@none_since)
+	{
+		my $end = $query->(-1, @none_since);
+		$high->{$_} = $end->{$_} for @none_since;
+	}
+	return $high;
 }
 
 # Seeds Perl's rand for a random scenario, from LAKEHOUSE_TEST_SEED when it is set, and
