@@ -227,6 +227,22 @@ reconcile_workers(void)
 	}
 }
 
+/*
+ * Connects a lakehouse background worker to lakehouse.database as the bootstrap superuser.
+ * The database is someone else's: its owner can set its search_path (ALTER DATABASE ...
+ * SET) to a schema holding functions, aggregates or operators that shadow what the worker
+ * calls. search_path is pinned to pg_catalog, pg_temp over the database's setting
+ * (PGC_S_OVERRIDE outranks it; a function's own SET clause still applies), so nothing a
+ * database owner creates runs with the worker's rights. Shared by the launcher, the stream
+ * workers and the silver worker.
+ */
+void
+lakehouse_connect_as_superuser(void)
+{
+	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
 void
 lakehouse_launcher_main(Datum main_arg)
 {
@@ -239,7 +255,7 @@ lakehouse_launcher_main(Datum main_arg)
 	 * registry. A missing database ends the worker with PostgreSQL's own FATAL, and the
 	 * postmaster retries after LAUNCHER_RESTART_S.
 	 */
-	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
+	lakehouse_connect_as_superuser();
 
 	ereport(LOG,
 			(errmsg("lakehouse launcher started"),

@@ -8,6 +8,7 @@
 #include "fmgr.h"
 
 extern void lakehouse_register_launcher(void);
+extern void lakehouse_connect_as_superuser(void);
 extern PGDLLEXPORT void lakehouse_launcher_main(Datum main_arg);
 
 #endif

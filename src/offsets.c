@@ -103,7 +103,7 @@ lh_stream_load(StreamState *st)
 	bool		isnull;
 
 	begin_tx("lakehouse: loading stream");
-	run("SELECT topic, coalesce(brokers, current_setting('lakehouse.brokers')), start_from, enabled, state"
+	run("SELECT topic, coalesce(brokers, pg_catalog.current_setting('lakehouse.brokers')), start_from, enabled, state"
 		"  FROM lakehouse.streams WHERE name OPERATOR(pg_catalog.=) $1",
 		1, types, values, NULL);
 	if (SPI_processed == 0)
@@ -118,7 +118,7 @@ lh_stream_load(StreamState *st)
 	st->enabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 	strlcpy(st->state, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5), sizeof(st->state));
 
-	run("SELECT coalesce(max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
+	run("SELECT coalesce(pg_catalog.max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
 		" WHERE stream OPERATOR(pg_catalog.=) $1", 1, types, values, NULL);
 	st->next_batch_id = get_int64(0, 1, &isnull);
 	commit_tx();
@@ -137,7 +137,7 @@ lh_stream_set_state(StreamState *st, const char *state, const char *error)
 	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
 	values[3] = Int32GetDatum(MyProcPid);
 	begin_tx("lakehouse: recording stream state");
-	run("UPDATE lakehouse.streams SET state = $2, last_error = $3, worker_pid = $4, state_at = now()"
+	run("UPDATE lakehouse.streams SET state = $2, last_error = $3, worker_pid = $4, state_at = pg_catalog.now()"
 		" WHERE name OPERATOR(pg_catalog.=) $1", 4, types, values, nulls);
 	commit_tx();
 	strlcpy(st->state, state, sizeof(st->state));
@@ -154,7 +154,7 @@ next_offset_from_data(StreamState *st, int32 partition)
 	bool		isnull;
 
 	/* Both lookups are index range scans on the primary keys. */
-	sql = psprintf("SELECT max(kafka_offset) FROM bronze.%s WHERE kafka_partition = $2",
+	sql = psprintf("SELECT pg_catalog.max(kafka_offset) FROM bronze.%s WHERE kafka_partition = $2",
 				   quote_identifier(st->name));
 	run(sql, 2, types, values, NULL);
 	if (SPI_processed == 1)
@@ -164,7 +164,7 @@ next_offset_from_data(StreamState *st, int32 partition)
 		if (!isnull)
 			best = v + 1;
 	}
-	run("SELECT max(kafka_offset) FROM lakehouse.dead_letters"
+	run("SELECT pg_catalog.max(kafka_offset) FROM lakehouse.dead_letters"
 		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
 		2, types, values, NULL);
 	if (SPI_processed == 1)
@@ -250,7 +250,7 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 			p->next_offset = from_data;
 			values[2] = Int64GetDatum(from_data);
 			values[3] = Int64GetDatum(stored);
-			run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = now()"
+			run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = pg_catalog.now()"
 				" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
 				"   AND next_offset OPERATOR(pg_catalog.=) $4", 4, types, values, NULL);
 			log_event(st->name, "resumed_from_data",
@@ -279,11 +279,11 @@ lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 	values[1] = Int32GetDatum(p->partition);
 	values[2] = CStringGetTextDatum(error);
 	begin_tx("lakehouse: stopping a partition");
-	run("UPDATE lakehouse.offsets SET error = $3, updated_at = now()"
+	run("UPDATE lakehouse.offsets SET error = $3, updated_at = pg_catalog.now()"
 		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
 		3, types, values, NULL);
 	run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
-		" SELECT $1, 'partition_stopped', jsonb_build_object('partition', $2, 'reason', $3)",
+		" SELECT $1, 'partition_stopped', pg_catalog.jsonb_build_object('partition', $2, 'reason', $3)",
 		3, types, values, NULL);
 	commit_tx();
 	ereport(WARNING,
@@ -384,7 +384,7 @@ lh_batch_finish(LhBatch *b)
 		values[1] = Int32GetDatum(t->partition);
 		values[2] = Int64GetDatum(t->last_offset + 1);
 		values[3] = Int64GetDatum(p->next_offset);
-		if (run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = now()"
+		if (run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = pg_catalog.now()"
 				" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
 				"   AND next_offset OPERATOR(pg_catalog.=) $4 AND error IS NULL",
 				4, otypes, values, NULL) != 1)
@@ -412,7 +412,7 @@ lh_batch_finish(LhBatch *b)
 	/* committed_at is the clock at the end of the batch, not the transaction's start. */
 	run("INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters,"
 		" first_offsets, last_offsets, started_at, committed_at)"
-		" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, clock_timestamp())",
+		" VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8, pg_catalog.clock_timestamp())",
 		8, ptypes, values, NULL);
 }
 

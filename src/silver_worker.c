@@ -34,6 +34,7 @@
 #include "utils/wait_event.h"
 
 #include "guc.h"
+#include "launcher.h"
 #include "silver_worker.h"
 
 #define SILVER_MAX_BACKOFF_MS 30000
@@ -198,9 +199,7 @@ lakehouse_silver_main(Datum main_arg)
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
 
-	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
-	/* Nothing a database owner puts on the search path runs with this worker's rights. */
-	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	lakehouse_connect_as_superuser();
 	pgstat_report_appname("lakehouse silver");
 	ereport(LOG, (errmsg("lakehouse silver worker started"),
 				  errdetail("Connected to database \"%s\".", lakehouse_database)));

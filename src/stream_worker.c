@@ -36,6 +36,7 @@
 #include "utils/wait_event.h"
 
 #include "guc.h"
+#include "launcher.h"
 #include "kafka_client.h"
 #include "offsets.h"
 #include "batch_writer.h"
@@ -537,7 +538,7 @@ lakehouse_stream_main(Datum main_arg)
 	strlcpy(st.name, MyBgworkerEntry->bgw_extra, sizeof(st.name));
 	st.msgs_capacity = lakehouse_max_batch_messages;
 
-	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
+	lakehouse_connect_as_superuser();
 	pgstat_report_appname(psprintf("lakehouse stream %s", st.name));
 	if (GetDatabaseEncoding() != PG_UTF8)
 		ereport(FATAL,
