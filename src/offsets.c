@@ -297,6 +297,10 @@ lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 /* ---------------------------------------------------------------------------------- */
 /* Inside the batch's transaction */
 
+/*
+ * Call before the batch's transaction starts, in a memory context that outlives it: the
+ * list of touched partitions is read again after the commit (lh_batch_committed).
+ */
 void
 lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at)
 {

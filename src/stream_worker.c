@@ -406,13 +406,19 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	MemoryContext old = MemoryContextSwitchTo(batch_cxt);
 	LhBatch		batch;
 
+	/*
+	 * Before the transaction: the batch's list of partitions is allocated in batch_cxt.
+	 * StartTransactionCommand and SPI_connect switch to contexts that SPI_finish and the
+	 * commit free, and the list is read after them (lh_batch_committed, the offsets report).
+	 */
+	lh_batch_begin(&batch, &st, first_at);
+
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
 
-	lh_batch_begin(&batch, &st, first_at);
 	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
 	lh_batch_finish(&batch);
 
