@@ -1,0 +1,39 @@
+-- create_stream refuses a name under which an earlier stream left data it would resume
+-- from: a worker starts each partition after the last offset stored under its name
+-- (bronze rows and dead letters are the checkpoint), so a new stream over another topic
+-- would skip everything below an old dead letter. No broker is reached: the refusals come
+-- first (127.0.0.1:1 would fail to connect otherwise).
+SET client_min_messages = warning;
+DROP EXTENSION IF EXISTS lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse;
+SET lakehouse.request_timeout = '300ms';
+
+-- A dropped stream "old" kept its dead letters (drop_stream without drop_data).
+INSERT INTO lakehouse.dead_letters (stream, topic, kafka_partition, kafka_offset, reason, batch_id)
+VALUES ('old', 'old.topic', 0, 10, 'not JSON', 1);
+SELECT lakehouse.create_stream('old', 'another.topic', '127.0.0.1:1');
+SELECT count(*) AS streams, (SELECT count(*) FROM lakehouse.offsets) AS offsets FROM lakehouse.streams;
+-- With them gone, the name is free again (the call now reaches for the broker).
+DELETE FROM lakehouse.dead_letters WHERE stream = 'old';
+\set VERBOSITY terse
+SELECT lakehouse.create_stream('old', 'another.topic', '127.0.0.1:1');
+\set VERBOSITY default
+
+-- A silver table still declared over a dropped stream "s" would read the new one as if
+-- it were the old one.
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('s', 'no.such.topic', false);
+CREATE TABLE bronze.s (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+SELECT lakehouse.create_silver('s_rows', 's', ARRAY[lakehouse.silver_column('n', 'int', $e$(payload->>'n')::int$e$),
+                                                    lakehouse.silver_column('t', 'timestamptz', 'kafka_timestamp')],
+                               ARRAY['n'], 't', continuous => false);
+DELETE FROM lakehouse.streams WHERE name = 's';
+DROP TABLE bronze.s;
+SELECT lakehouse.create_stream('s', 'another.topic', '127.0.0.1:1');
+SELECT lakehouse.drop_silver('s_rows', true);
+\set VERBOSITY terse
+SELECT lakehouse.create_stream('s', 'another.topic', '127.0.0.1:1');
+\set VERBOSITY default
+DROP EXTENSION lakehouse CASCADE;
