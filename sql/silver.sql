@@ -214,6 +214,23 @@ SET lakehouse.watermark = '10min';
 SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_operator';
 SELECT rows_out > 0 AS admitted FROM lakehouse.refresh_silver('whoami');
 SELECT DISTINCT who FROM silver.whoami;
+-- Nor can they leave a setting behind for the rest of the pass, which runs as the
+-- superuser: a search_path set inside is undone when the role switch ends.
+\c - regress_operator
+SELECT lakehouse.create_silver('sticky', 's',
+  ARRAY[lakehouse.silver_column('id', 'text', $e$payload->>'n'$e$),
+        lakehouse.silver_column('t', 'timestamptz', $e$(payload->'meta'->>'dt')::timestamptz$e$),
+        lakehouse.silver_column('sp', 'text', $e$pg_catalog.set_config('search_path', 'public, pg_catalog', false)$e$)],
+  ARRAY['id'], 't', continuous => false);
+SHOW search_path;
+\c - postgres
+SET search_path = pg_catalog;
+SELECT rows_out > 0 AS admitted FROM lakehouse.refresh_silver('sticky');
+SHOW search_path;
+SELECT count(*) > 0 AS expression_ran FROM silver.sticky WHERE sp = 'public, pg_catalog';
+RESET search_path;
+SELECT lakehouse.drop_silver('sticky', true);
+SET lakehouse.watermark = '10min';
 -- A table whose pass fails (its owner lost the right to read bronze) does not hold up the
 -- others in refresh_silver() for all tables: its row carries the error.
 REVOKE SELECT ON bronze.s FROM regress_operator;

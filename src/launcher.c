@@ -18,6 +18,8 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -162,9 +164,7 @@ reconcile_workers(void)
 		workers[i].seen = false;
 
 	/* Nothing to do until CREATE EXTENSION (0.2.0 or later) has run in this database. */
-	if (SPI_execute("SELECT pg_catalog.to_regclass('lakehouse.streams') IS NOT NULL", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "lakehouse launcher: could not look for lakehouse.streams");
-	have_streams = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+	have_streams = lakehouse_owns_relation("lakehouse.streams");
 	if (have_streams)
 	{
 		if (SPI_execute("SELECT name FROM lakehouse.streams WHERE enabled ORDER BY name", true, 0) != SPI_OK_SELECT)
@@ -177,9 +177,7 @@ reconcile_workers(void)
 		}
 	}
 	/* One silver worker while any continuous silver table exists (lakehouse 0.3.0 on). */
-	if (SPI_execute("SELECT pg_catalog.to_regclass('lakehouse.silver_tables') IS NOT NULL", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "lakehouse launcher: could not look for lakehouse.silver_tables");
-	if (strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0)
+	if (lakehouse_owns_relation("lakehouse.silver_tables"))
 	{
 		if (SPI_execute("SELECT 1 FROM lakehouse.silver_tables WHERE continuous LIMIT 1", true, 1) != SPI_OK_SELECT)
 			elog(ERROR, "lakehouse launcher: could not read lakehouse.silver_tables");
@@ -241,6 +239,31 @@ lakehouse_connect_as_superuser(void)
 {
 	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+/*
+ * True when relname (schema-qualified) exists and belongs to the lakehouse extension. The
+ * workers read the extension's tables as the superuser: before CREATE EXTENSION, or after
+ * DROP EXTENSION, a database owner could make a schema lakehouse of their own whose
+ * "streams" is a view calling their functions, which the worker's read would run with its
+ * rights. Inside a transaction, with SPI connected.
+ */
+bool
+lakehouse_owns_relation(const char *relname)
+{
+	Oid			argtype = TEXTOID;
+	Datum		arg = CStringGetTextDatum(relname);
+	bool		isnull;
+
+	if (SPI_execute_with_args("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d"
+							  " JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid"
+							  " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+							  "   AND d.objid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
+							  "   AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+							  "   AND e.extname OPERATOR(pg_catalog.=) 'lakehouse')",
+							  1, &argtype, &arg, NULL, true, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "lakehouse: could not look for %s", relname);
+	return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 }
 
 void

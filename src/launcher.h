@@ -9,6 +9,7 @@
 
 extern void lakehouse_register_launcher(void);
 extern void lakehouse_connect_as_superuser(void);
+extern bool lakehouse_owns_relation(const char *relname);
 extern PGDLLEXPORT void lakehouse_launcher_main(Datum main_arg);
 
 #endif

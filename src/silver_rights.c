@@ -11,6 +11,13 @@
  * the extension's owner, so the declaring role cannot change them either. Both refuse
  * callers that are not superusers, and the user is restored on every path (an error
  * restores it through PG_FINALLY and again at transaction or subtransaction abort).
+ *
+ * Settings too: the declaring role's SQL could call set_config('search_path', ...,
+ * false), which outlives a function's SET clause and would hand the rest of the pass,
+ * run as the superuser, a search_path of the role's choosing. Like PostgreSQL around its
+ * own restricted operations, a GUC nest level is opened before the switch and closed
+ * (every change made inside undone) after it; on an error the (sub)transaction's abort
+ * undoes them.
  */
 #include "postgres.h"
 
@@ -21,6 +28,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -42,13 +50,20 @@ check_caller_and_role(Oid role)
 				 errhint("The role that declared the silver table was dropped; declare the table again.")));
 }
 
-/* Checks the caller and the role, then makes role the current user, restricted. */
-static void
+/*
+ * Checks the caller and the role, opens a GUC nest level, then makes role the current
+ * user, restricted. Returns the nest level for settings_back().
+ */
+static int
 switch_to_role(Oid role, Oid *saved_user, int *saved_context)
 {
+	int			nestlevel;
+
 	check_caller_and_role(role);
 	GetUserIdAndSecContext(saved_user, saved_context);
+	nestlevel = NewGUCNestLevel();
 	SetUserIdAndSecContext(role, *saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	return nestlevel;
 }
 
 /* lakehouse._exec_as(role oid, sql text): runs sql (no result wanted) as role. */
@@ -59,8 +74,9 @@ lakehouse_exec_as(PG_FUNCTION_ARGS)
 	char	   *sql = text_to_cstring(PG_GETARG_TEXT_PP(1));
 	Oid			saved_user;
 	int			saved_context;
+	int			nestlevel;
 
-	switch_to_role(role, &saved_user, &saved_context);
+	nestlevel = switch_to_role(role, &saved_user, &saved_context);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
@@ -74,6 +90,7 @@ lakehouse_exec_as(PG_FUNCTION_ARGS)
 		SetUserIdAndSecContext(saved_user, saved_context);
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(false, nestlevel);
 	PG_RETURN_VOID();
 }
 
@@ -94,6 +111,7 @@ lakehouse_select_array_as(PG_FUNCTION_ARGS)
 	char		nulls[6];
 	Oid			saved_user;
 	int			saved_context;
+	int			nestlevel;
 	Datum		result = (Datum) 0;
 	bool		result_null = true;
 	MemoryContext caller_context = CurrentMemoryContext;
@@ -106,7 +124,7 @@ lakehouse_select_array_as(PG_FUNCTION_ARGS)
 		values[i] = PG_ARGISNULL(i + 3) ? (Datum) 0 : PG_GETARG_DATUM(i + 3);
 	}
 
-	switch_to_role(role, &saved_user, &saved_context);
+	nestlevel = switch_to_role(role, &saved_user, &saved_context);
 	PG_TRY();
 	{
 		if (SPI_connect() != SPI_OK_CONNECT)
@@ -132,6 +150,7 @@ lakehouse_select_array_as(PG_FUNCTION_ARGS)
 		SetUserIdAndSecContext(saved_user, saved_context);
 	}
 	PG_END_TRY();
+	AtEOXact_GUC(false, nestlevel);
 	if (result_null)
 		PG_RETURN_NULL();
 	PG_RETURN_DATUM(result);

@@ -94,9 +94,7 @@ tables_with_work(bool *installed, bool *any_continuous)
 	PushActiveSnapshot(GetTransactionSnapshot());
 	pgstat_report_activity(STATE_RUNNING, "lakehouse: looking for new bronze batches");
 
-	if (SPI_execute("SELECT pg_catalog.to_regclass('lakehouse.silver_tables') IS NOT NULL", true, 1) != SPI_OK_SELECT)
-		elog(ERROR, "lakehouse silver worker: could not look for lakehouse.silver_tables");
-	*installed = strcmp(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1), "t") == 0;
+	*installed = lakehouse_owns_relation("lakehouse.silver_tables");
 	*any_continuous = false;
 	if (*installed)
 	{

@@ -88,6 +88,26 @@ is(q_("SELECT coalesce(string_agg(DISTINCT fn || ' as ' || who, ', '), 'nothing'
 my ($launcher) = q_("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'lakehouse launcher'");
 is($launcher, '1', 'the launcher is still running');
 
+# --- Without the extension, a schema "lakehouse" is whoever made it: the database owner's
+# view there would run their functions as the superuser if the launcher read it. The
+# launcher and the silver worker read only the extension's own tables.
+q_('DROP EXTENSION lakehouse CASCADE');
+q_('TRUNCATE evil.ran');
+$node->safe_psql('postgres', q{
+	SET ROLE mallory;
+	CREATE FUNCTION evil.yes(what text) RETURNS boolean LANGUAGE sql
+	  AS $$ SELECT evil.note(what); SELECT true $$;
+	CREATE SCHEMA lakehouse;
+	CREATE VIEW lakehouse.streams AS SELECT 'fake'::text AS name, evil.yes('a fake lakehouse.streams') AS enabled;
+	CREATE VIEW lakehouse.silver_tables AS
+	  SELECT 'fake'::text AS name, 'fake'::text AS stream, 0::bigint AS last_batch_id, evil.yes('a fake lakehouse.silver_tables') AS continuous;
+});
+# The launcher looks every second; three seconds give it three chances.
+sleep(3);
+is(q_("SELECT coalesce(string_agg(DISTINCT fn || ' as ' || who, ', '), 'nothing') FROM evil.ran"), 'nothing',
+	'no lakehouse process read a schema lakehouse that is not the extension\'s');
+$node->safe_psql('postgres', 'SET search_path = pg_catalog; DROP SCHEMA lakehouse CASCADE');
+
 q_(q{ALTER DATABASE postgres RESET search_path});
 $node->stop;
 done_testing();
