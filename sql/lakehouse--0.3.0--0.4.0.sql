@@ -922,7 +922,7 @@ BEGIN
     RAISE EXCEPTION 'lakehouse.dead_letters still holds dead letters of an earlier stream "%"', name
       USING ERRCODE = 'duplicate_object',
             DETAIL = 'A stream resumes after the last offset it stored, bronze rows and dead letters alike: a new stream of that name would skip the offsets below them.',
-            HINT = pg_catalog.format('Keep them elsewhere and DELETE FROM lakehouse.dead_letters WHERE stream = %L, or pick another name.', name);
+            HINT = pg_catalog.format('Keep them elsewhere and have a superuser DELETE FROM lakehouse.dead_letters WHERE stream = %L, or pick another name.', name);
   END IF;
   IF EXISTS (SELECT 1 FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name) THEN
     RAISE EXCEPTION 'silver tables are still declared over an earlier stream "%"', name
@@ -930,7 +930,7 @@ BEGIN
             DETAIL = pg_catalog.format('%s would go on reading the new stream as if it were the old one.',
                                        (SELECT pg_catalog.string_agg('silver.' || t.name, ', ' ORDER BY t.name)
                                           FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name)),
-            HINT = 'Drop them with lakehouse.drop_silver() first, or pick another name.';
+            HINT = 'Drop them first with lakehouse.drop_silver() (the recentchange pipeline with lakehouse.drop_recentchange_pipeline()), or pick another name.';
   END IF;
   IF start_from NOT IN ('earliest', 'latest') THEN
     BEGIN
@@ -944,6 +944,9 @@ BEGIN
 
   INSERT INTO lakehouse.streams (name, topic, brokers, start_from)
   VALUES (name, topic, brokers, start_from);
+  -- An earlier stream of this name may have left its checks' positions: this stream's
+  -- checks start from its own beginning.
+  DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('bronze_offsets_once:' || name);
 
   -- Resolve the start to concrete offsets now, so a crash before the first commit cannot
   -- move it (a 'latest' resolved again later would skip what arrived in between). This

@@ -2,8 +2,10 @@
 # a database that others own. A database owner who is not a superuser sets the database's
 # search_path to a schema of theirs holding functions and aggregates that shadow what the
 # workers call (now, clock_timestamp, to_regclass, current_setting, a better-matching
-# jsonb_build_object, count, max): none of it may run as the superuser, and ingestion must
-# go on as before. The workers pin search_path to pg_catalog, pg_temp.
+# jsonb_build_object, count, max; also = on integers, though this test has not seen a
+# worker reach it even with the pin taken out): none of it may run as the superuser, and
+# ingestion must go on as before. The workers pin search_path to pg_catalog, pg_temp and
+# name pg_catalog's functions; taking out the names (not the pin) made this test fail.
 use strict;
 use warnings;
 
@@ -50,13 +52,16 @@ $node->safe_psql('postgres', q{
 	  AS $$ SELECT evil.note('count or max'); SELECT $1 $$;
 	CREATE AGGREGATE evil.count(*) (sfunc = pg_catalog.int8inc, stype = int8, finalfunc = evil.trap8, initcond = '0');
 	CREATE AGGREGATE evil.max(bigint) (sfunc = pg_catalog.int8larger, stype = int8, finalfunc = evil.trap8);
+	CREATE FUNCTION evil.int4eq(integer, integer) RETURNS boolean LANGUAGE sql
+	  AS $$ SELECT evil.note('= on integers'); SELECT $1 OPERATOR(pg_catalog.=) $2 $$;
+	CREATE OPERATOR evil.= (leftarg = integer, rightarg = integer, function = evil.int4eq);
 	ALTER DATABASE postgres SET search_path = evil, pg_catalog, public;
 });
 # New backends (and the workers, once the server restarts) get the owner's search_path.
 $node->restart;
-$node->safe_psql('postgres', 'SELECT now(), count(*) FROM (VALUES (1)) v');
-is(q_("SELECT count(*) FROM evil.ran WHERE fn IN ('now', 'count or max')"), '2',
-	'the trap is armed: an unqualified now() and count(*) run the owner\'s functions');
+$node->safe_psql('postgres', 'SELECT now(), count(*) FROM (VALUES (1)) v WHERE 1 = 1');
+is(q_("SELECT count(*) FROM evil.ran WHERE fn IN ('now', 'count or max', '= on integers')"), '3',
+	'the trap is armed: an unqualified now(), count(*) and = on integers run the owner\'s code');
 q_('TRUNCATE evil.ran');
 
 # --- A stream and a silver table over it, with the trap armed since the server started.
