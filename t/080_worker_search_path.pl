@@ -5,7 +5,9 @@
 # jsonb_build_object, count, max; also = on integers, though this test has not seen a
 # worker reach it even with the pin taken out): none of it may run as the superuser, and
 # ingestion must go on as before. The workers pin search_path to pg_catalog, pg_temp and
-# name pg_catalog's functions; taking out the names (not the pin) made this test fail.
+# name pg_catalog's functions: before both, this test failed (the workers ran the owner's
+# now, clock_timestamp, current_setting, count and max); with only the pin taken out it
+# passes, the names alone being enough for what it traps.
 use strict;
 use warnings;
 
