@@ -266,8 +266,25 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 			Datum		values[2];
 			bool		nulls[2] = {false, false};
 
-			/* No message at or after the time: start at the end of the partition. */
-			if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR || next < 0)
+			/*
+			 * Only "no error and offset -1" means no message at or after the time (start at
+			 * the end of the partition); any error of the partition's own is an error, not
+			 * a reason to skip to its end.
+			 */
+			if (tp->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+			{
+				rd_kafka_resp_err_t perr = tp->err;
+				int32		partition = tp->partition;
+
+				rd_kafka_topic_partition_list_destroy(list);
+				ereport(ERROR,
+						(errcode(ERRCODE_CONNECTION_FAILURE),
+						 errmsg("could not look up offsets by time in partition %d of Kafka topic \"%s\"",
+								partition, topic),
+						 errdetail("librdkafka said: %s.", rd_kafka_err2str(perr)),
+						 errhint("Try again once the partition is available (it may have no leader right now).")));
+			}
+			if (next < 0)
 			{
 				int64		low = 0;
 

@@ -507,7 +507,13 @@ run_stream(void)
 			(errmsg("lakehouse stream \"%s\" consuming topic \"%s\" from %d partitions",
 					st.name, st.topic, st.nparts)));
 
-	msgs = MemoryContextAlloc(TopMemoryContext, sizeof(*msgs) * lakehouse_max_batch_messages);
+	/*
+	 * The capacity is recorded with the allocation, from the same read of the setting: a
+	 * reload while the partitions were discovered may have changed it since the worker
+	 * started, and a capacity recorded earlier let a later reload write past the end.
+	 */
+	st.msgs_capacity = lakehouse_max_batch_messages;
+	msgs = MemoryContextAlloc(TopMemoryContext, sizeof(*msgs) * st.msgs_capacity);
 	inflight = msgs;
 	for (;;)
 	{
@@ -542,7 +548,6 @@ lakehouse_stream_main(Datum main_arg)
 
 	memset(&st, 0, sizeof(st));
 	strlcpy(st.name, MyBgworkerEntry->bgw_extra, sizeof(st.name));
-	st.msgs_capacity = lakehouse_max_batch_messages;
 
 	lakehouse_connect_as_superuser();
 	pgstat_report_appname(psprintf("lakehouse stream %s", st.name));
