@@ -982,6 +982,57 @@ BEGIN
 END $$;
 
 
+-- reset_offsets (0.4.0): a reset below what the stream's own data holds is refused (the
+-- worker resumes after its data, so it would be undone without a word), and a stream
+-- stopped on purpose stays stopped (the new offset applies when it is started).
+CREATE OR REPLACE FUNCTION lakehouse.reset_offsets(name text, kafka_partition integer, next_offset bigint)
+RETURNS void LANGUAGE plpgsql VOLATILE STRICT SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  old record;
+  data_next bigint;
+  was_enabled boolean;
+BEGIN
+  SELECT o.next_offset, o.error INTO old FROM lakehouse.offsets o
+   WHERE o.stream OPERATOR(pg_catalog.=) reset_offsets.name
+     AND o.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'stream "%" has no partition %', name, kafka_partition
+      USING ERRCODE = 'undefined_object';
+  END IF;
+  IF next_offset < 0 THEN
+    RAISE EXCEPTION 'next_offset must not be negative' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  -- What the worker would resume from: after the partition's last bronze row or dead letter.
+  IF pg_catalog.to_regclass(pg_catalog.format('bronze.%I', name)) IS NOT NULL THEN
+    EXECUTE pg_catalog.format('SELECT pg_catalog.max(b.kafka_offset) + 1 FROM bronze.%I b WHERE b.kafka_partition = $1', name)
+      INTO data_next USING kafka_partition;
+  END IF;
+  data_next := GREATEST(data_next, (SELECT pg_catalog.max(d.kafka_offset) + 1 FROM lakehouse.dead_letters d
+                                     WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
+                                       AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+  IF next_offset < data_next THEN
+    RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows and dead letters), so a reset to %s would be undone.', next_offset),
+            HINT = pg_catalog.format('To read offsets from %s again, delete the partition''s bronze rows and dead letters from there on first (or drop the stream and create it again).', next_offset);
+  END IF;
+  UPDATE lakehouse.offsets o SET next_offset = reset_offsets.next_offset, error = NULL, updated_at = pg_catalog.now()
+   WHERE o.stream OPERATOR(pg_catalog.=) reset_offsets.name
+     AND o.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition;
+  SELECT s.enabled INTO was_enabled FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) reset_offsets.name;
+  INSERT INTO lakehouse.stream_log (stream, event, detail)
+  VALUES (name, 'offsets_reset', pg_catalog.jsonb_build_object('partition', kafka_partition,
+          'from', old.next_offset, 'to', next_offset, 'error_cleared', old.error, 'restarted', was_enabled));
+  -- A running worker re-reads its offsets on restart; a stopped stream stays stopped.
+  IF was_enabled THEN
+    PERFORM lakehouse.stop_stream(name);
+    PERFORM lakehouse.start_stream(name);
+  END IF;
+END $$;
+
 -- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
 -- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
 -- of two, the larger part of a pass's time).

@@ -36,4 +36,27 @@ SELECT lakehouse.drop_silver('s_rows', true);
 \set VERBOSITY terse
 SELECT lakehouse.create_stream('s', 'another.topic', '127.0.0.1:1');
 \set VERBOSITY default
+
+-- reset_offsets: a reset below the stream's own data would be undone by the worker
+-- (it resumes after its data): refused. A stream stopped on purpose stays stopped.
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('r', 'no.such.topic', false);
+INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ('r', 0, 5), ('r', 1, 0);
+CREATE TABLE bronze.r (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+INSERT INTO bronze.r (kafka_partition, kafka_offset, payload, batch_id) SELECT 0, o, '{}', 1 FROM generate_series(0, 4) o;
+INSERT INTO lakehouse.dead_letters (stream, topic, kafka_partition, kafka_offset, reason, batch_id)
+VALUES ('r', 'no.such.topic', 1, 3, 'not JSON', 1);
+SELECT lakehouse.reset_offsets('r', 0, 2);
+SELECT lakehouse.reset_offsets('r', 1, 3);
+SELECT lakehouse.reset_offsets('r', 0, 7);
+SELECT lakehouse.reset_offsets('r', 1, 4);
+SELECT kafka_partition, next_offset FROM lakehouse.offsets WHERE stream = 'r' ORDER BY 1;
+SELECT enabled AS restarted FROM lakehouse.streams WHERE name = 'r';
+SELECT detail->>'partition' AS partition, detail->>'from' AS "from", detail->>'to' AS "to", detail->>'restarted' AS restarted
+  FROM lakehouse.stream_log WHERE stream = 'r' AND event = 'offsets_reset' ORDER BY 1;
+-- An enabled stream is restarted, and stays enabled.
+UPDATE lakehouse.streams SET enabled = true WHERE name = 'r';
+SELECT lakehouse.reset_offsets('r', 0, 8);
+SELECT enabled FROM lakehouse.streams WHERE name = 'r';
 DROP EXTENSION lakehouse CASCADE;
