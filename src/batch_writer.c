@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "datatype/timestamp.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
@@ -33,12 +34,22 @@ kafka_time(rd_kafka_message_t *rkm, bool *has_ts)
 	rd_kafka_timestamp_type_t tstype;
 	int64		ms = rd_kafka_message_timestamp(rkm, &tstype);
 
-	*has_ts = ms >= 0;
-	if (ms < 0)
+	TimestampTz ts;
+
+	/*
+	 * Kafka: milliseconds since the Unix epoch; Postgres: microseconds since 2000. A
+	 * producer may send any 64-bit value (Long.MAX_VALUE as a sentinel, say): one that a
+	 * timestamptz cannot hold is no timestamp (NULL), never an overflow or a value that
+	 * later breaks pg_dump.
+	 */
+	*has_ts = false;
+	if (ms < 0 || ms > PG_INT64_MAX / 1000)
 		return 0;
-	/* Kafka: milliseconds since the Unix epoch; Postgres: microseconds since 2000. */
-	return (TimestampTz) ms * 1000 -
-		(TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	ts = (TimestampTz) ms * 1000 - (TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+	if (!IS_VALID_TIMESTAMP(ts))
+		return 0;
+	*has_ts = true;
+	return ts;
 }
 
 static void

@@ -102,7 +102,8 @@ sub lh_process_gone
 }
 
 # Publishes exact bytes with test/tools/produce_hex (kcat cannot send empty or null
-# values): each record is [partition, key or undef, value or undef]. Returns the count.
+# values): each record is [partition, key or undef, value or undef, optionally the message
+# timestamp in milliseconds since the Unix epoch]. Returns the count.
 sub lh_publish
 {
 	my ($brokers, $topic, $records) = @_;
@@ -121,7 +122,7 @@ sub lh_publish_start
 	};
 	# From a file, so the child reads at its own pace while this process does other work.
 	my $input = File::Temp->new(DIR => $PostgreSQL::Test::Utils::tmp_check);
-	print $input map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . "\n" } @$records;
+	print $input map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . (defined $_->[3] ? "\t$_->[3]" : '') . "\n" } @$records;
 	close $input;
 	my %h = (count => scalar(@$records), stdout => '', stderr => '', input => $input);
 	$h{run} = IPC::Run::start([ lh_top() . '/test/tools/produce_hex', $brokers, $topic ],

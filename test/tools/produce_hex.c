@@ -1,8 +1,10 @@
 /*
  * produce_hex.c: test helper that publishes exactly the bytes a test asks for, including
  * what kcat cannot send (empty values, null values/tombstones, NUL bytes, invalid UTF-8
- * keys). Reads lines "PARTITION<TAB>KEY<TAB>VALUE" from stdin, where KEY and VALUE are hex
- * ("" for empty) or "-" for null, publishes them with acks=all and waits for every delivery.
+ * keys, message timestamps of any value). Reads lines "PARTITION<TAB>KEY<TAB>VALUE" with an
+ * optional "<TAB>TIMESTAMP" (milliseconds since the Unix epoch; without it, the time of
+ * sending) from stdin, where KEY and VALUE are hex ("" for empty) or "-" for null,
+ * publishes them with acks=all and waits for every delivery.
  * Exits non-zero if any message was not acknowledged.
  *
  * usage: produce_hex BROKERS TOPIC < records.tsv
@@ -85,6 +87,8 @@ main(int argc, char **argv)
 		char	   *part;
 		char	   *key;
 		char	   *value;
+		char	   *stamp;
+		long long	ts = 0;
 		long		klen;
 		long		vlen;
 		rd_kafka_resp_err_t err;
@@ -94,6 +98,9 @@ main(int argc, char **argv)
 		part = strtok(line, "\t");
 		key = part ? strtok(NULL, "\t") : NULL;
 		value = key ? strtok(NULL, "\t") : NULL;
+		stamp = value ? strtok(NULL, "\t") : NULL;
+		if (stamp != NULL)
+			ts = strtoll(stamp, NULL, 10);
 		if (value == NULL)
 		{
 			fprintf(stderr, "produce_hex: bad line %ld (want PARTITION<TAB>KEY<TAB>VALUE)\n", sent + 1);
@@ -125,6 +132,7 @@ main(int argc, char **argv)
 									RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
 									RD_KAFKA_V_KEY(kptr, ksize),
 									RD_KAFKA_V_VALUE(vptr, vsize),
+									RD_KAFKA_V_TIMESTAMP((int64_t) ts),
 									RD_KAFKA_V_END);
 			if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL)
 				rd_kafka_poll(rk, 100);
