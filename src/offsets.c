@@ -234,8 +234,42 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 		if (!found)
 		{
 			const char *why = from_data >= 0 ? "offsets_restored_from_data" : "partition_added";
+			int64		low = from_data >= 0 ? 0 : earliest_offset(kc, st, ids[i]);
 
-			p->next_offset = from_data >= 0 ? from_data : earliest_offset(kc, st, ids[i]);
+			if (from_data < 0 && low > 0)
+			{
+				/*
+				 * A partition this stream never read (added while it was stopped, or its
+				 * offsets row and data both gone) whose first records are already deleted:
+				 * starting at the broker's low watermark would skip them without a word.
+				 * It starts stopped at offset 0, like a retention gap, until
+				 * reset_offsets() says where to resume.
+				 */
+				Oid			stypes[4] = {TEXTOID, INT4OID, INT8OID, TEXTOID};
+				Datum		svalues[4];
+				char	   *error = psprintf("offset 0 is no longer available on the broker (a partition this stream never read starts at offset " INT64_FORMAT ")",
+											 low);
+
+				p->next_offset = 0;
+				p->stopped = true;
+				svalues[0] = values[0];
+				svalues[1] = values[1];
+				svalues[2] = Int64GetDatum(0);
+				svalues[3] = CStringGetTextDatum(error);
+				run("INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset, error) VALUES ($1, $2, $3, $4)",
+					4, stypes, svalues, NULL);
+				run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
+					" SELECT $1, 'partition_stopped', pg_catalog.jsonb_build_object('partition', $2, 'reason', $4)",
+					4, stypes, svalues, NULL);
+				ereport(WARNING,
+						(errcode(ERRCODE_DATA_EXCEPTION),
+						 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, ids[i], error),
+						 errdetail("Messages before the broker's low watermark were deleted (retention) before they reached bronze."),
+						 errhint("Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).",
+								 st->name, ids[i])));
+				continue;
+			}
+			p->next_offset = from_data >= 0 ? from_data : low;
 			values[2] = Int64GetDatum(p->next_offset);
 			run("INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ($1, $2, $3)",
 				3, types, values, NULL);
