@@ -1024,8 +1024,11 @@ BEGIN
      AND o.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition;
   SELECT s.enabled INTO was_enabled FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) reset_offsets.name;
   INSERT INTO lakehouse.stream_log (stream, event, detail)
+  -- "from" is where the worker would have resumed: after its data when the data is ahead
+  -- of the stored offset, so that the offsets check counts the skipped offsets once.
   VALUES (name, 'offsets_reset', pg_catalog.jsonb_build_object('partition', kafka_partition,
-          'from', old.next_offset, 'to', next_offset, 'error_cleared', old.error, 'restarted', was_enabled));
+          'from', GREATEST(old.next_offset, data_next), 'to', next_offset, 'error_cleared', old.error,
+          'restarted', was_enabled));
   -- A running worker re-reads its offsets on restart; a stopped stream stays stopped.
   IF was_enabled THEN
     PERFORM lakehouse.stop_stream(name);

@@ -34,22 +34,23 @@ kafka_time(rd_kafka_message_t *rkm, bool *has_ts)
 	rd_kafka_timestamp_type_t tstype;
 	int64		ms = rd_kafka_message_timestamp(rkm, &tstype);
 
-	TimestampTz ts;
+	int64		ms_2000;
 
 	/*
-	 * Kafka: milliseconds since the Unix epoch; Postgres: microseconds since 2000. A
-	 * producer may send any 64-bit value (Long.MAX_VALUE as a sentinel, say): one that a
-	 * timestamptz cannot hold is no timestamp (NULL), never an overflow or a value that
-	 * later breaks pg_dump.
+	 * Kafka: milliseconds since the Unix epoch (negative: none); Postgres: microseconds
+	 * since 2000. A producer may send any 64-bit value (Long.MAX_VALUE as a sentinel, say):
+	 * one that a timestamptz cannot hold is no timestamp (NULL), never an overflow or a
+	 * value that later breaks pg_dump. The epoch moves first, in milliseconds, so that
+	 * nothing a timestamptz can hold is lost to the multiplication.
 	 */
 	*has_ts = false;
-	if (ms < 0 || ms > PG_INT64_MAX / 1000)
+	if (ms < 0)
 		return 0;
-	ts = (TimestampTz) ms * 1000 - (TimestampTz) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
-	if (!IS_VALID_TIMESTAMP(ts))
+	ms_2000 = ms - (int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
+	if (ms_2000 >= END_TIMESTAMP / 1000)
 		return 0;
 	*has_ts = true;
-	return ts;
+	return (TimestampTz) ms_2000 * 1000;
 }
 
 static void

@@ -225,6 +225,8 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 	TimestampTz at;
 	const char *brokers = brokers_arg(fcinfo, 2);
 	LhKafka    *volatile kc = NULL;
+	/* librdkafka's, not palloc'd: destroyed on every path, errors included. */
+	rd_kafka_topic_partition_list_t *volatile list = NULL;
 	Deadline	dl;
 
 	if (PG_ARGISNULL(1))
@@ -241,19 +243,19 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 	{
 		int			npart;
 		int32	   *parts = topic_partitions(kc, topic, &dl, &npart);
-		rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(npart, 1));
-		/* Kafka timestamps are milliseconds since the Unix epoch. */
-		int64		at_ms = (at / 1000) +
-			(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000;
 		rd_kafka_resp_err_t err;
+		/* Kafka timestamps are milliseconds since the Unix epoch; negative ones are
+		 * Kafka's special values (-1 is "the end"), so a time before 1970 asks for 0. */
+		int64		at_ms = Max((at / 1000) +
+								(int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * SECS_PER_DAY * 1000, 0);
 
+		list = rd_kafka_topic_partition_list_new(Max(npart, 1));
 		for (int i = 0; i < npart; i++)
 			rd_kafka_topic_partition_list_add(list, topic, parts[i])->offset = at_ms;
 		err = rd_kafka_offsets_for_times(kc->rk, list, Max(remaining_ms(&dl), 1));
 		lh_kafka_drain_logs(kc);
 		if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
 		{
-			rd_kafka_topic_partition_list_destroy(list);
 			ereport(ERROR,
 					(errcode(ERRCODE_CONNECTION_FAILURE),
 					 errmsg("could not look up offsets by time in Kafka topic \"%s\"", topic),
@@ -276,7 +278,6 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 				rd_kafka_resp_err_t perr = tp->err;
 				int32		partition = tp->partition;
 
-				rd_kafka_topic_partition_list_destroy(list);
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
 						 errmsg("could not look up offsets by time in partition %d of Kafka topic \"%s\"",
@@ -294,10 +295,11 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 			values[1] = Int64GetDatum(next);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
-		rd_kafka_topic_partition_list_destroy(list);
 	}
 	PG_FINALLY();
 	{
+		if (list != NULL)
+			rd_kafka_topic_partition_list_destroy(list);
 		lh_kafka_close(kc);
 	}
 	PG_END_TRY();

@@ -19,7 +19,7 @@ lh_create_topic(lh_kafka_dir(), $topic, 1, 'message.timestamp.type=CreateTime',
 	'message.timestamp.after.max.ms=9223372036854775807');
 
 my $long_max = '9223372036854775807';
-my $beyond_pg = '9224318016000000';    # ms past timestamptz's end, but no int64 overflow
+my $beyond_pg = '9224318016000000';    # ms past timestamptz's end (x 1000 overflows int64)
 my $ordinary = '1796000000123';         # 2026-11-30 ... .123 UTC
 my @records = (
 	[ 0, undef, lh_event('stamps', 1), $long_max ],
