@@ -1036,6 +1036,75 @@ BEGIN
   END IF;
 END $$;
 
+-- _check_bronze_offsets (0.4.0): resets logged by an earlier stream of the same name no longer
+-- count as this stream's offsets skipped on purpose (only those after its 'created' record).
+CREATE OR REPLACE FUNCTION lakehouse._check_bronze_offsets(s lakehouse.streams, OUT passed boolean, OUT detail text)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  cname text := 'bronze_offsets_once:' || s.name;
+  o record;
+  from_off bigint;
+  n_rows bigint;
+  n_dead bigint;
+  beyond bigint;
+  skipped bigint;
+  problems text[] := '{}';
+  checked bigint := 0;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = pg_catalog.to_regclass(pg_catalog.format('bronze.%I', s.name))
+                    AND i.indisprimary AND i.indisunique AND i.indisvalid) THEN
+    passed := false;
+    detail := pg_catalog.format('bronze.%s has no valid primary key on (kafka_partition, kafka_offset)', s.name);
+    RETURN;
+  END IF;
+  FOR o IN SELECT f.kafka_partition, f.next_offset, c.position
+             FROM lakehouse.offsets f
+             LEFT JOIN lakehouse.check_state c ON c.check_name = cname AND c.kafka_partition = f.kafka_partition
+            WHERE f.stream = s.name ORDER BY f.kafka_partition LOOP
+    from_off := o.position;
+    IF from_off IS NULL THEN
+      EXECUTE pg_catalog.format('SELECT LEAST((SELECT min(b.kafka_offset) FROM bronze.%I b WHERE b.kafka_partition = $1),
+                                              (SELECT min(d.kafka_offset) FROM lakehouse.dead_letters d
+                                                WHERE d.stream = $2 AND d.kafka_partition = $1))', s.name)
+        INTO from_off USING o.kafka_partition, s.name;
+      from_off := coalesce(from_off, o.next_offset);
+    END IF;
+    EXECUTE pg_catalog.format('SELECT (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $2 AND b.kafka_offset < $3),
+                                      (SELECT count(*) FROM lakehouse.dead_letters d WHERE d.stream = $4 AND d.kafka_partition = $1
+                                          AND d.kafka_offset >= $2 AND d.kafka_offset < $3),
+                                      (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $3)', s.name)
+      INTO n_rows, n_dead, beyond USING o.kafka_partition, from_off, o.next_offset, s.name;
+    -- Offsets skipped on purpose by reset_offsets() (logged in stream_log) are explained.
+    SELECT coalesce(pg_catalog.sum(GREATEST(0, LEAST((l.detail->>'to')::bigint, o.next_offset)
+                                               - GREATEST((l.detail->>'from')::bigint, from_off))), 0)
+      INTO skipped
+      FROM lakehouse.stream_log l
+     WHERE l.stream = s.name AND l.event = 'offsets_reset' AND (l.detail->>'partition')::integer = o.kafka_partition
+       AND (l.detail->>'to')::bigint > (l.detail->>'from')::bigint
+       AND l.id > (SELECT coalesce(pg_catalog.max(c.id), 0) FROM lakehouse.stream_log c
+                    WHERE c.stream = s.name AND c.event = 'created');
+    checked := checked + (o.next_offset - from_off);
+    IF n_rows + n_dead + skipped <> o.next_offset - from_off THEN
+      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters (%s skipped by reset_offsets), not %s; a transactional producer''s markers or a compacted topic also leave such gaps',
+                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, skipped, o.next_offset - from_off);
+    ELSIF beyond > 0 THEN
+      problems := problems || pg_catalog.format('partition %s: %s rows at or past next_offset %s',
+                                                o.kafka_partition, beyond, o.next_offset);
+    ELSE
+      INSERT INTO lakehouse.check_state AS c (check_name, kafka_partition, position)
+      VALUES (cname, o.kafka_partition, o.next_offset)
+      ON CONFLICT (check_name, kafka_partition) DO UPDATE SET position = excluded.position;
+    END IF;
+  END LOOP;
+  passed := pg_catalog.cardinality(problems) = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row or a dead letter once', checked)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $$;
+
+
 -- A recentchange pipeline declared under 0.3.0: distinct editors per page and hour move
 -- from the first-seen table into gold_page_hour itself (one insert per page-hour instead
 -- of two, the larger part of a pass's time).

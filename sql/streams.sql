@@ -59,4 +59,17 @@ SELECT detail->>'partition' AS partition, detail->>'from' AS "from", detail->>'t
 UPDATE lakehouse.streams SET enabled = true WHERE name = 'r';
 SELECT lakehouse.reset_offsets('r', 0, 8);
 SELECT enabled FROM lakehouse.streams WHERE name = 'r';
+
+-- The offsets check of a stream re-created under an old name does not count the old
+-- stream's resets as its own skipped offsets (they are logged before its 'created').
+INSERT INTO lakehouse.stream_log (stream, event, detail)
+VALUES ('q', 'created', '{}'), ('q', 'offsets_reset', '{"partition": 0, "from": 0, "to": 100}'), ('q', 'dropped', '{}'),
+       ('q', 'created', '{}');
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('q', 'no.such.topic', false);
+INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ('q', 0, 10);
+CREATE TABLE bronze.q (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+INSERT INTO bronze.q (kafka_partition, kafka_offset, payload, batch_id) SELECT 0, o, '{}', 1 FROM generate_series(0, 9) o;
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:q';
 DROP EXTENSION lakehouse CASCADE;
