@@ -116,13 +116,18 @@ for my $c (1 .. $chunks)
 	lh_wait_beyond($node,
 		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')", $before);
 	my $offset = -s $node->logfile;
+	# The server's processes are listed before the clock is read: listing them takes long
+	# enough for the worker to commit another batch, which would then count as committed
+	# "after" the kill's moment.
+	my @children = $c == $server_crash_chunk
+	  ? grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`
+	  : ();
 	# Just before the kill, so what the broker held then is at most what it held at the kill.
 	my $kill_ms = int(Time::HiRes::time() * 1000);
 	if ($c == $server_crash_chunk)
 	{
 		# The whole server: postmaster and every backend at once, as a power cut would (a
 		# backend left alone would go on until it noticed the postmaster's death).
-		my @children = grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`;
 		kill 'KILL', @children;
 		$node->kill9;
 		my $gone = 0;
