@@ -72,4 +72,9 @@ CREATE TABLE bronze.q (kafka_partition integer NOT NULL, kafka_offset bigint NOT
   ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
 INSERT INTO bronze.q (kafka_partition, kafka_offset, payload, batch_id) SELECT 0, o, '{}', 1 FROM generate_series(0, 9) o;
 SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:q';
+-- Its own resets still count: offsets 10 to 14 skipped on purpose, then rows from 15.
+INSERT INTO lakehouse.stream_log (stream, event, detail) VALUES ('q', 'offsets_reset', '{"partition": 0, "from": 10, "to": 15}');
+INSERT INTO bronze.q (kafka_partition, kafka_offset, payload, batch_id) SELECT 0, o, '{}', 2 FROM generate_series(15, 19) o;
+UPDATE lakehouse.offsets SET next_offset = 20 WHERE stream = 'q';
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:q';
 DROP EXTENSION lakehouse CASCADE;

@@ -264,8 +264,8 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 				ereport(WARNING,
 						(errcode(ERRCODE_DATA_EXCEPTION),
 						 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, ids[i], error),
-						 errdetail("Messages before the broker's low watermark were deleted (retention) before they reached bronze."),
-						 errhint("Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).",
+						 errdetail("The stream has no offsets row and no data for this partition: either it was added and its first records were deleted (retention) before the stream read them, or the stream's offsets row was lost while the partition held no data."),
+						 errhint("Decide where to resume (the stream's start is in its 'created' record in lakehouse.stream_log), then call lakehouse.reset_offsets('%s', %d, <next offset>).",
 								 st->name, ids[i])));
 				continue;
 			}
