@@ -194,6 +194,39 @@ earliest_offset(LhKafka *kc, StreamState *st, int32 partition)
 	return low;
 }
 
+/*
+ * A stopped partition: its offsets row carries the error (the worker skips it until
+ * reset_offsets() clears it) and stream_log records why. Inside a transaction.
+ */
+static void
+record_partition_stop(StreamState *st, int32 partition, const char *error)
+{
+	Oid			types[3] = {TEXTOID, INT4OID, TEXTOID};
+	Datum		values[3];
+
+	values[0] = CStringGetTextDatum(st->name);
+	values[1] = Int32GetDatum(partition);
+	values[2] = CStringGetTextDatum(error);
+	run("UPDATE lakehouse.offsets SET error = $3, updated_at = pg_catalog.now()"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
+		3, types, values, NULL);
+	run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
+		" SELECT $1, 'partition_stopped', pg_catalog.jsonb_build_object('partition', $2, 'reason', $3)",
+		3, types, values, NULL);
+}
+
+/* The server log's WARNING for a stopped partition; hint takes the stream and partition. */
+static void
+warn_partition_stop(StreamState *st, int32 partition, const char *error, const char *detail,
+					const char *hint)
+{
+	ereport(WARNING,
+			(errcode(ERRCODE_DATA_EXCEPTION),
+			 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, partition, error),
+			 errdetail_internal("%s", detail),
+			 errhint(hint, st->name, partition)));
+}
+
 void
 lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 {
@@ -245,28 +278,18 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 				 * It starts stopped at offset 0, like a retention gap, until
 				 * reset_offsets() says where to resume.
 				 */
-				Oid			stypes[4] = {TEXTOID, INT4OID, INT8OID, TEXTOID};
-				Datum		svalues[4];
 				char	   *error = psprintf("offset 0 is no longer available on the broker (a partition this stream never read starts at offset " INT64_FORMAT ")",
 											 low);
 
 				p->next_offset = 0;
 				p->stopped = true;
-				svalues[0] = values[0];
-				svalues[1] = values[1];
-				svalues[2] = Int64GetDatum(0);
-				svalues[3] = CStringGetTextDatum(error);
-				run("INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset, error) VALUES ($1, $2, $3, $4)",
-					4, stypes, svalues, NULL);
-				run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
-					" SELECT $1, 'partition_stopped', pg_catalog.jsonb_build_object('partition', $2, 'reason', $4)",
-					4, stypes, svalues, NULL);
-				ereport(WARNING,
-						(errcode(ERRCODE_DATA_EXCEPTION),
-						 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, ids[i], error),
-						 errdetail("The stream has no offsets row and no data for this partition: either it was added and its first records were deleted (retention) before the stream read them, or the stream's offsets row was lost while the partition held no data."),
-						 errhint("Decide where to resume (the stream's start is in its 'created' record in lakehouse.stream_log), then call lakehouse.reset_offsets('%s', %d, <next offset>).",
-								 st->name, ids[i])));
+				values[2] = Int64GetDatum(0);
+				run("INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ($1, $2, $3)",
+					3, types, values, NULL);
+				record_partition_stop(st, ids[i], error);
+				warn_partition_stop(st, ids[i], error,
+									"The stream has no offsets row and no data for this partition: either it was added and its first records were deleted (retention) before the stream read them, or the stream's offsets row was lost while the partition held no data.",
+									"Decide where to resume (the stream's start is in its 'created' record in lakehouse.stream_log), then call lakehouse.reset_offsets('%s', %d, <next offset>).");
 				continue;
 			}
 			p->next_offset = from_data >= 0 ? from_data : low;
@@ -304,28 +327,15 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 void
 lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 {
-	Oid			types[3] = {TEXTOID, INT4OID, TEXTOID};
-	Datum		values[3];
 	char	   *error = psprintf("offset " INT64_FORMAT " is no longer available on the broker (%s)",
 								 p->next_offset, why);
 
-	values[0] = CStringGetTextDatum(st->name);
-	values[1] = Int32GetDatum(p->partition);
-	values[2] = CStringGetTextDatum(error);
 	begin_tx("lakehouse: stopping a partition");
-	run("UPDATE lakehouse.offsets SET error = $3, updated_at = pg_catalog.now()"
-		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2",
-		3, types, values, NULL);
-	run("INSERT INTO lakehouse.stream_log (stream, event, detail)"
-		" SELECT $1, 'partition_stopped', pg_catalog.jsonb_build_object('partition', $2, 'reason', $3)",
-		3, types, values, NULL);
+	record_partition_stop(st, p->partition, error);
 	commit_tx();
-	ereport(WARNING,
-			(errcode(ERRCODE_DATA_EXCEPTION),
-			 errmsg("lakehouse stream \"%s\" stopped partition %d: %s", st->name, p->partition, error),
-			 errdetail("Messages before the broker's low watermark were deleted (retention) before they reached bronze."),
-			 errhint("Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).",
-					 st->name, p->partition)));
+	warn_partition_stop(st, p->partition, error,
+						"Messages before the broker's low watermark were deleted (retention) before they reached bronze.",
+						"Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).");
 }
 
 /* ---------------------------------------------------------------------------------- */
