@@ -29,6 +29,7 @@ int			lakehouse_max_message_bytes = 16 * 1024 * 1024;
 bool		lakehouse_commit_to_kafka = false;
 int			lakehouse_prefetch_memory_kb = 128 * 1024;
 int			lakehouse_silver_naptime_ms = 100;
+bool		lakehouse_silver_synchronous_commit = false;
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -88,6 +89,19 @@ lakehouse_define_gucs(void)
 							100, 10, 60000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
+
+	/*
+	 * A silver pass holds its rows and its cursor in one transaction, so a pass whose
+	 * commit a server crash loses is simply run again from bronze: the worker need not
+	 * wait for the commit's WAL flush (about a tenth of a pass, benchmarks/results.md).
+	 */
+	DefineCustomBoolVariable("lakehouse.silver_synchronous_commit",
+							 "Whether the silver worker waits for each pass's commit to be flushed",
+							 "Off: a server crash may undo the newest passes (rows and cursor together); the worker runs them again.",
+							 &lakehouse_silver_synchronous_commit,
+							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("lakehouse.max_batch_ms",
 							"Longest time a micro-batch stays open after its first message",

@@ -17,6 +17,7 @@ extern int	lakehouse_max_message_bytes;
 extern bool lakehouse_commit_to_kafka;
 extern int	lakehouse_prefetch_memory_kb;
 extern int	lakehouse_silver_naptime_ms;
+extern bool lakehouse_silver_synchronous_commit;
 
 extern void lakehouse_define_gucs(void);
 

@@ -8,8 +8,9 @@
  * pass a person or pg_cron would run, with the same lock, so they can never admit a row
  * twice. While a table has more to read it loops at once; otherwise it sleeps
  * lakehouse.silver_naptime. A table whose pass fails is reported and retried with backoff,
- * without holding up the others. The launcher starts this worker while any continuous
- * silver table exists.
+ * without holding up the others. Unless lakehouse.silver_synchronous_commit is on, a pass
+ * does not wait for its commit's WAL flush (see run_pass). The launcher starts this worker
+ * while any continuous silver table exists.
  *
  * It runs as the bootstrap superuser in a database others own, so search_path is pinned to
  * pg_catalog, pg_temp and every object is qualified; the declaration's expressions run in a
@@ -25,6 +26,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -150,6 +152,14 @@ run_pass(const char *name)
 		bool		isnull;
 		int64		rows_in;
 
+		/*
+		 * For this transaction only (its commit included): the pass's rows and cursor
+		 * commit or vanish together, so a commit lost in a server crash is a pass to run
+		 * again, not a row lost or doubled.
+		 */
+		if (!lakehouse_silver_synchronous_commit)
+			(void) set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_SESSION,
+									 GUC_ACTION_LOCAL, true, 0, false);
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "lakehouse: silver pass");
@@ -220,6 +230,9 @@ lakehouse_silver_main(Datum main_arg)
 		}
 		foreach(lc, names)
 		{
+			/* A backlog of passes never waits on the latch: look for the postmaster here. */
+			if (!PostmasterIsAlive())
+				proc_exit(1);
 			CHECK_FOR_INTERRUPTS();
 			if (run_pass((const char *) lfirst(lc)))
 				more = true;

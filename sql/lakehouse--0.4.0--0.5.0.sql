@@ -1,0 +1,138 @@
+-- lakehouse 0.4.0 -> 0.5.0: a silver table declared over a stream whose oldest
+-- stream_progress rows were pruned can run its first pass.
+--
+-- create_silver() starts a table's cursor just before the oldest batch stream_progress
+-- still holds. When maintain() had pruned the stream's first batches (bronze retention),
+-- that batch no longer existed, and the pass's guard against a cut history ("cannot find
+-- bronze batch N, where its cursor stands") stopped every pass of the new table, forever.
+-- A cursor that no pass has moved yet (last_batch_committed_at is NULL) stands before
+-- everything stream_progress holds: maintain() prunes only below the oldest silver cursor,
+-- so nothing after it can be missing. The guard now checks only cursors a pass has set.
+\echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.5.0'" to load this file. \quit
+
+CREATE OR REPLACE FUNCTION lakehouse._silver_pass(p_name text)
+RETURNS lakehouse.silver_pass_result LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  started timestamptz := pg_catalog.clock_timestamp();
+  first_b bigint;
+  upto bigint;
+  upto_at timestamptz;
+  parts integer[];
+  los bigint[];
+  his bigint[];
+  delay interval;
+  pass bigint;
+  c record;
+  newest timestamptz;
+  part_max jsonb;
+  low timestamptz;
+  res lakehouse.silver_pass_result;
+BEGIN
+  SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name OPERATOR(pg_catalog.=) p_name FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'silver table "%" does not exist', p_name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
+  END IF;
+  -- The batch under the cursor must still be the one the last pass read (a cursor no pass
+  -- has set yet stands before all of stream_progress: see the top of this file).
+  IF t.last_batch_committed_at IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM lakehouse.stream_progress p
+        WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
+          AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at) THEN
+    RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", where its cursor stands', t.name, t.last_batch_id, t.stream
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'lakehouse.stream_progress no longer holds that batch as it was read, so the batches after the cursor cannot be told from the ones before it.',
+            HINT = 'Keep stream_progress rows from the oldest silver cursor on. To start this table again from the beginning of bronze, drop and declare it again.';
+  END IF;
+
+  SELECT pg_catalog.min(b.batch_id), pg_catalog.max(b.batch_id) INTO first_b, upto
+    FROM (SELECT p.batch_id,
+                 pg_catalog.sum(p.messages) OVER (ORDER BY p.batch_id) OPERATOR(pg_catalog.-) p.messages AS before
+            FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id) b
+   WHERE b.before OPERATOR(pg_catalog.<) t.max_rows_per_pass;
+  delay := t.watermark;
+  IF upto IS NULL THEN
+    res := ROW(t.name, NULL, 'pass', 0, 0, 0, 0, 0, 0, t.low_watermark, NULL);
+    RETURN res;
+  END IF;
+  SELECT p.committed_at INTO upto_at FROM lakehouse.stream_progress p
+   WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) upto;
+
+  WITH b AS (SELECT p.first_offsets, p.last_offsets FROM lakehouse.stream_progress p
+              WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+                AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto),
+       f AS (SELECT e.key::integer AS k, pg_catalog.min(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.first_offsets) e GROUP BY 1),
+       l AS (SELECT e.key::integer AS k, pg_catalog.max(e.value::bigint) AS v
+               FROM b, pg_catalog.jsonb_each_text(b.last_offsets) e GROUP BY 1)
+  SELECT pg_catalog.array_agg(f.k ORDER BY f.k), pg_catalog.array_agg(f.v ORDER BY f.k),
+         pg_catalog.array_agg(l.v ORDER BY f.k)
+    INTO parts, los, his
+    FROM f JOIN l ON l.k OPERATOR(pg_catalog.=) f.k;
+
+  -- Each partition's newest event time so far: the admit function judges every row by
+  -- its own partition's watermark.
+  SELECT pg_catalog.jsonb_object_agg(sp.kafka_partition, sp.max_event_time) INTO part_max
+    FROM lakehouse.silver_partitions sp
+   WHERE sp.silver OPERATOR(pg_catalog.=) t.name AND sp.max_event_time IS NOT NULL;
+
+  pass := t.last_pass_id OPERATOR(pg_catalog.+) 1;
+  -- The declaration's expressions run with its owner's rights (lakehouse._select_array_as).
+  EXECUTE pg_catalog.format('SELECT * FROM lakehouse.%I(lakehouse._select_array_as($10, $11, NULL::lakehouse.%I[], $1, $2, $3, $4, $5, $6), $7, $8, true, $9)',
+                            'silver_' || t.name || '_admit', 'silver_' || t.name || '_row')
+    INTO c
+    USING t.last_batch_id, upto, coalesce(parts, '{}'), coalesce(los, '{}'), coalesce(his, '{}'),
+          started OPERATOR(pg_catalog.+) t.future_limit, part_max, delay, pass, t.owner::oid,
+          pg_catalog.format('SELECT lakehouse.%I($1, $2, $3, $4, $5, $6)', 'silver_' || t.name || '_extract');
+
+  -- Every partition that brought valid rows (an event time): its newest event time, and
+  -- the last batch of the pass that held it. A partition whose rows were all filtered out,
+  -- invalid or dead letters does not count as active (it says nothing about event time).
+  INSERT INTO lakehouse.silver_partitions AS sp (silver, kafka_partition, max_event_time, last_batch_id, last_batch_committed_at)
+  SELECT t.name, x.k, (c.part_max OPERATOR(pg_catalog.->>) x.k::text)::timestamptz, x.b, x.at
+    FROM (SELECT DISTINCT ON (e.key::integer) e.key::integer AS k, p.batch_id AS b, p.committed_at AS at
+            FROM lakehouse.stream_progress p, pg_catalog.jsonb_object_keys(p.first_offsets) e(key)
+           WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+             AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id AND p.batch_id OPERATOR(pg_catalog.<=) upto
+           ORDER BY e.key::integer, p.batch_id DESC) x
+   WHERE c.part_max OPERATOR(pg_catalog.?) x.k::text
+  ON CONFLICT (silver, kafka_partition) DO UPDATE
+     SET max_event_time = GREATEST(sp.max_event_time, excluded.max_event_time),
+         last_batch_id = excluded.last_batch_id, last_batch_committed_at = excluded.last_batch_committed_at;
+
+  -- The low watermark: the lowest watermark of the partitions that brought valid rows
+  -- within one watermark (of bronze commit time) of the newest batch. A partition that has
+  -- gone quiet stops holding it back; it never goes back.
+  SELECT pg_catalog.min(sp.max_event_time) OPERATOR(pg_catalog.-) delay INTO low
+    FROM lakehouse.silver_partitions sp
+   WHERE sp.silver OPERATOR(pg_catalog.=) t.name AND sp.max_event_time IS NOT NULL
+     AND sp.last_batch_committed_at OPERATOR(pg_catalog.>=) (upto_at OPERATOR(pg_catalog.-) delay);
+  low := GREATEST(t.low_watermark, low);
+  -- The recentchange pipeline's sessions close as soon as the low watermark passes them.
+  IF t.session_gap IS NOT NULL AND low IS NOT NULL THEN
+    PERFORM lakehouse._recentchange_close_sessions(low, t.session_gap);
+  END IF;
+  newest := GREATEST(t.max_event_time, (SELECT pg_catalog.max(v.value::timestamptz)
+                                          FROM pg_catalog.jsonb_each_text(c.part_max) v));
+  UPDATE lakehouse.silver_tables s
+     SET last_batch_id = upto, last_batch_committed_at = upto_at, max_event_time = newest, low_watermark = low,
+         last_pass_id = pass
+   WHERE s.name OPERATOR(pg_catalog.=) t.name;
+  INSERT INTO lakehouse.silver_progress (silver, pass_id, kind, first_batch_id, last_batch_id, rows_in, rows_out,
+                                         duplicates_dropped, late_dropped, invalid, filtered, watermark_before,
+                                         watermark, min_admitted, partition_watermarks, partition_min_admitted,
+                                         started_at, committed_at)
+  VALUES (t.name, pass, 'pass', first_b, upto, c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered,
+          t.low_watermark, low, c.min_admitted,
+          (SELECT pg_catalog.jsonb_object_agg(e.key, e.value::timestamptz OPERATOR(pg_catalog.-) delay)
+             FROM pg_catalog.jsonb_each_text(part_max) e),
+          c.part_min_admitted, started, pg_catalog.clock_timestamp());
+  res := ROW(t.name, pass, 'pass', c.n_in, c.n_out, c.n_dup, c.n_late, c.n_invalid, c.n_filtered, low, NULL);
+  RETURN res;
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._silver_pass(text) FROM PUBLIC;
