@@ -86,6 +86,23 @@ close_kafka(int code, Datum arg)
 	}
 }
 
+/*
+ * Looked at while waiting and between batches: during a backlog the worker never waits,
+ * and would otherwise miss a reload and go on committing after the postmaster died.
+ */
+static void
+between_batches(void)
+{
+	if (!PostmasterIsAlive())
+		proc_exit(1);
+	CHECK_FOR_INTERRUPTS();
+	if (ConfigReloadPending)
+	{
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
+	}
+}
+
 /* Waits for a Kafka message, the latch, or the timeout; exits on postmaster death. */
 static void
 wait_for_messages(long timeout_ms)
@@ -104,12 +121,7 @@ wait_for_messages(long timeout_ms)
 		while (read(wake_pipe[0], drain, sizeof(drain)) > 0)
 			;
 	}
-	CHECK_FOR_INTERRUPTS();
-	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-	}
+	between_batches();
 }
 
 static void
@@ -517,10 +529,12 @@ run_stream(void)
 	inflight = msgs;
 	for (;;)
 	{
-		int			max_msgs = lakehouse_max_batch_messages;
+		int			max_msgs;
 		int			n;
 		TimestampTz first_at = 0;
 
+		between_batches();
+		max_msgs = lakehouse_max_batch_messages;
 		if (max_msgs > st.msgs_capacity)
 		{
 			msgs = repalloc(msgs, sizeof(*msgs) * max_msgs);
