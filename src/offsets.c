@@ -118,6 +118,37 @@ lh_stream_load(StreamState *st)
 	st->enabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &isnull));
 	strlcpy(st->state, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5), sizeof(st->state));
 
+	/*
+	 * One worker per stream, enforced by the database rather than by the launcher's
+	 * memory: a launcher that dies leaves its workers running, and the next one starts
+	 * another per stream. Each worker holds a session advisory lock on its stream's bronze
+	 * table (one per stream incarnation; high 32 bits LH_STREAM_LOCK_CLASS, low 32 bits
+	 * the table's oid, as pg_locks shows them) for its whole life. A second worker finds
+	 * it taken and exits before writing anything, so worker_pid stays the first one's and
+	 * stop_stream() still reaches it.
+	 */
+	run("SELECT pg_catalog.pg_try_advisory_lock((" CppAsString2(LH_STREAM_LOCK_CLASS) "::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)"
+		" OPERATOR(pg_catalog.|) coalesce(pg_catalog.to_regclass(pg_catalog.format('bronze.%I', $1))::pg_catalog.oid::pg_catalog.int8, 0)),"
+		" (SELECT l.pid FROM pg_catalog.pg_locks l"
+		"   WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted AND l.objsubid OPERATOR(pg_catalog.=) 1"
+		"     AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())"
+		"     AND l.classid OPERATOR(pg_catalog.=) " CppAsString2(LH_STREAM_LOCK_CLASS) "::pg_catalog.oid"
+		"     AND l.objid OPERATOR(pg_catalog.=) coalesce(pg_catalog.to_regclass(pg_catalog.format('bronze.%I', $1))::pg_catalog.oid, 0)"
+		"     AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() LIMIT 1)",
+		1, types, values, NULL);
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	{
+		char	   *holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+
+		commit_tx();
+		ereport(LOG,
+				(errmsg("lakehouse stream \"%s\" already has a worker (PID %s); this one exits",
+						st->name, holder ? holder : "unknown"),
+				 errdetail("A launcher that stopped left its workers running; one worker per stream is enforced by an advisory lock."),
+				 errhint("lakehouse.stop_stream() stops the running worker.")));
+		proc_exit(0);
+	}
+
 	run("SELECT coalesce(pg_catalog.max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
 		" WHERE stream OPERATOR(pg_catalog.=) $1", 1, types, values, NULL);
 	st->next_batch_id = get_int64(0, 1, &isnull);

@@ -9,6 +9,12 @@
 #include "kafka_client.h"
 #include "stream_worker.h"
 
+/*
+ * High 32 bits of the session advisory lock each stream worker holds ("LKHS"); the low
+ * 32 bits are its bronze table's oid. pg_locks shows them as classid and objid.
+ */
+#define LH_STREAM_LOCK_CLASS 1279936595
+
 /* Per partition touched by a batch. */
 typedef struct LhBatchPartition
 {
