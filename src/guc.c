@@ -17,6 +17,7 @@
 #include "kafka_client.h"
 
 char	   *lakehouse_brokers = NULL;
+char	   *lakehouse_allowed_brokers = NULL;
 char	   *lakehouse_database = NULL;
 int			lakehouse_max_batch_messages = 10000;
 int			lakehouse_max_batch_ms = 100;
@@ -56,6 +57,19 @@ lakehouse_define_gucs(void)
 							   &lakehouse_brokers,
 							   "localhost:9092",
 							   PGC_SIGHUP, 0,
+							   NULL, NULL, NULL);
+
+	/*
+	 * lakehouse.kafka_config may hold credentials. Operators (lakehouse_admin) name
+	 * brokers in SQL calls, so only brokers a superuser approved get it: those of
+	 * lakehouse.brokers and of this list (kafka_client.c).
+	 */
+	DefineCustomStringVariable("lakehouse.allowed_brokers",
+							   "Kafka brokers, besides lakehouse.brokers, that streams and SQL calls may name",
+							   "A comma-separated host:port list. Only these brokers and lakehouse.brokers receive lakehouse.kafka_config; only superusers may name others.",
+							   &lakehouse_allowed_brokers,
+							   "",
+							   PGC_SUSET, 0,
 							   NULL, NULL, NULL);
 
 	DefineCustomStringVariable("lakehouse.database",

@@ -6,6 +6,7 @@
 
 extern char *lakehouse_brokers;
 extern char *lakehouse_database;
+extern char *lakehouse_allowed_brokers;
 extern int	lakehouse_max_batch_messages;
 extern int	lakehouse_max_batch_ms;
 extern int	lakehouse_max_batch_bytes_kb;

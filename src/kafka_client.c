@@ -171,6 +171,64 @@ lh_kafka_resolve_brokers(const char *brokers)
 	return brokers;
 }
 
+/* True when entry (len bytes, trimmed) is one of list's comma-separated entries. */
+static bool
+broker_listed(const char *entry, size_t len, const char *list)
+{
+	const char *p = list;
+
+	while (p != NULL && *p != '\0')
+	{
+		const char *end;
+		size_t		n;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		end = strchr(p, ',');
+		n = end ? (size_t) (end - p) : strlen(p);
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (n == len && pg_strncasecmp(p, entry, len) == 0)
+			return true;
+		p = end ? end + 1 : NULL;
+	}
+	return false;
+}
+
+/*
+ * True when every broker of the comma-separated list is one a superuser approved: listed
+ * in lakehouse.brokers or lakehouse.allowed_brokers (host:port as written there, case
+ * aside). Only those receive lakehouse.kafka_config, which may hold credentials, and only
+ * superusers may name others from SQL (kafka_queries.c).
+ */
+bool
+lh_kafka_brokers_approved(const char *brokers)
+{
+	const char *p = brokers;
+	bool		any = false;
+
+	while (p != NULL && *p != '\0')
+	{
+		const char *end;
+		size_t		n;
+
+		while (*p == ' ' || *p == '\t')
+			p++;
+		end = strchr(p, ',');
+		n = end ? (size_t) (end - p) : strlen(p);
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (n > 0)
+		{
+			if (!broker_listed(p, n, lakehouse_brokers) && !broker_listed(p, n, lakehouse_allowed_brokers))
+				return false;
+			any = true;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return any;
+}
+
 /*
  * Builds a handle; settings is NULL or a NULL-terminated list of key, value, key, value
  * that the caller's correctness depends on (applied last). Raises ERROR (with nothing left allocated) when the configuration is
@@ -188,10 +246,21 @@ lh_kafka_open(rd_kafka_type_t type, const char *brokers, const char *client_id,
 
 	brokers = lh_kafka_resolve_brokers(brokers);
 
-	/* User's properties first, so that the ones lakehouse depends on win. */
+	/*
+	 * User's properties first, so that the ones lakehouse depends on win; and only for
+	 * approved brokers: lakehouse.kafka_config may hold a password.
+	 */
 	memset(&st, 0, sizeof(st));
 	st.conf = conf;
-	if (!walk_config(lakehouse_kafka_config, problem, sizeof(problem), apply_pair, &st))
+	if (!lh_kafka_brokers_approved(brokers))
+	{
+		if (lakehouse_kafka_config != NULL && lakehouse_kafka_config[0] != '\0')
+			ereport(LOG,
+					(errmsg("lakehouse.kafka_config is not applied to Kafka brokers \"%s\"", brokers),
+					 errdetail("Neither lakehouse.brokers nor lakehouse.allowed_brokers lists them."),
+					 errhint("A superuser can add them to lakehouse.allowed_brokers.")));
+	}
+	else if (!walk_config(lakehouse_kafka_config, problem, sizeof(problem), apply_pair, &st))
 	{
 		rd_kafka_conf_destroy(conf);
 		ereport(ERROR,

@@ -54,5 +54,6 @@ extern rd_kafka_resp_err_t lh_kafka_topic_partitions(LhKafka *kc, const char *to
 													 int32 **ids, int *count);
 extern void lh_kafka_close(LhKafka *kc);
 extern const char *lh_kafka_resolve_brokers(const char *brokers);
+extern bool lh_kafka_brokers_approved(const char *brokers);
 
 #endif

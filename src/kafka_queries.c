@@ -163,10 +163,24 @@ topic_arg(FunctionCallInfo fcinfo, int argno)
 	return topic;
 }
 
+/*
+ * Brokers a superuser did not approve (lakehouse.brokers, lakehouse.allowed_brokers) are
+ * for superusers only: otherwise an operator could have the server connect anywhere. The
+ * caller is the outer user, not the owner of a SECURITY DEFINER function such as
+ * create_stream() that calls this.
+ */
 static const char *
 brokers_arg(FunctionCallInfo fcinfo, int argno)
 {
-	return lh_kafka_resolve_brokers(PG_ARGISNULL(argno) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(argno)));
+	const char *brokers = lh_kafka_resolve_brokers(PG_ARGISNULL(argno) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(argno)));
+
+	if (!lh_kafka_brokers_approved(brokers) && !superuser_arg(GetOuterUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("Kafka brokers \"%s\" are not approved", brokers),
+				 errdetail("Only superusers may name brokers that neither lakehouse.brokers nor lakehouse.allowed_brokers lists."),
+				 errhint("Ask a superuser to add them to lakehouse.allowed_brokers.")));
+	return brokers;
 }
 
 static void
