@@ -41,3 +41,5 @@ ALTER SYSTEM RESET lakehouse.kafka_config;
 ALTER SYSTEM SET lakehouse.prefetch_memory = '512kB';
 ALTER SYSTEM SET lakehouse.prefetch_memory = '4GB';
 ALTER SYSTEM SET lakehouse.max_batch_bytes = '10kB';
+-- A batch's rows go to COPY in one buffer of at most 1 GB: the bound stays well below.
+ALTER SYSTEM SET lakehouse.max_batch_bytes = '1GB';

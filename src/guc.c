@@ -128,13 +128,17 @@ lakehouse_define_gucs(void)
 	/*
 	 * Message counts alone do not bound a batch's memory: 10,000 messages of 1 MB would
 	 * be 10 GB in hand. With this, a worker holds at most about prefetch_memory plus
-	 * max_batch_bytes of messages.
+	 * max_batch_bytes of messages. The batch's rows travel to COPY in one buffer that
+	 * PostgreSQL caps at 1 GB: a batch ends at the first message that reaches this bound,
+	 * so the buffer holds up to this plus one message (at most max_message_bytes, 256 MB)
+	 * plus a few bytes per row. A batch past 1 GB would fail on every retry and wedge the
+	 * stream, hence 512 MB at most.
 	 */
 	DefineCustomIntVariable("lakehouse.max_batch_bytes",
 							"Most bytes of Kafka messages (values and keys) committed in one micro-batch",
 							"A single larger message still makes a batch of its own.",
 							&lakehouse_max_batch_bytes_kb,
-							64 * 1024, 64, LH_KAFKA_MAX_QUEUE_KB,
+							64 * 1024, 64, 512 * 1024,
 							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 
