@@ -17,7 +17,7 @@ our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
-  lh_seed lh_broker_high_watermarks
+  lh_seed lh_broker_high_watermarks lh_broker_watermarks
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -182,10 +182,41 @@ sub lh_poison_kinds
 # next_offset == high watermark. Rows below low were ingested before the broker deleted
 # their records (retention), so they are outside what the broker can vouch for. Returns
 # the watermarks.
+# {partition => [low, high]} of every partition of $topic, from Kafka itself with kcat
+# (metadata for the partitions, then the oldest and the next offset of each), never
+# through lakehouse's own kafka_watermarks(), the code under test.
+sub lh_broker_watermarks
+{
+	my ($brokers, $topic) = @_;
+	my ($stdout, $stderr);
+	IPC::Run::run([ 'kcat', '-b', $brokers, '-L', '-t', $topic ], '>', \$stdout, '2>', \$stderr)
+	  or die "kcat could not read the metadata of $topic: $stderr";
+	my @parts = sort { $a <=> $b } map { /^\s+partition (\d+),/ ? $1 : () } split /\n/, $stdout;
+	die "kcat lists no partition of $topic:\n$stdout$stderr" unless @parts;
+	my %wm;
+	for my $which ([ 0, -2 ], [ 1, -1 ])
+	{
+		my ($slot, $ts) = @$which;
+		IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:$ts") } @parts ],
+			'>', \$stdout, '2>', \$stderr)
+		  or die "kcat could not query the offsets of $topic: $stderr";
+		for (split /\n/, $stdout)
+		{
+			$wm{$1}[$slot] = $2 if /^\Q$topic\E \[(\d+)\] offset (-?\d+)$/;
+		}
+	}
+	die "kcat gave the offsets of " . scalar(grep { defined $wm{$_}[0] && defined $wm{$_}[1] } @parts)
+	  . " of " . scalar(@parts) . " partitions of $topic" unless @parts == grep { defined $wm{$_}[0] && defined $wm{$_}[1] } @parts;
+	return \%wm;
+}
+
+# Every partition of $topic: bronze rows + dead letters == the broker's high - low, each
+# offset once, next_offset == high. The offsets come from Kafka (kcat), not from
+# lakehouse.kafka_watermarks(). $brokers defaults to the scratch Kafka's.
 sub lh_check_exactly_once
 {
-	my ($node, $stream, $topic, $label) = @_;
-	my $wm = lh_watermarks($node, $topic);
+	my ($node, $stream, $topic, $label, $brokers) = @_;
+	my $wm = lh_broker_watermarks($brokers // lh_brokers(), $topic);
 	# An empty list would make the loop below check nothing and pass.
 	cmp_ok(scalar(keys %$wm), '>', 0, "$label: the broker reports partitions of $topic to check");
 	for my $p (sort { $a <=> $b } keys %$wm)
