@@ -174,8 +174,16 @@ SELECT lakehouse.create_silver('late_comer', 'rc', ARRAY[lakehouse.silver_column
        lakehouse.silver_column('t', 'timestamptz', 'now()')], ARRAY['id'], 't', continuous => false);
 SELECT last_batch_id = (SELECT min(batch_id) - 1 FROM lakehouse.stream_progress WHERE stream = 'rc') AS starts_at_oldest_batch
   FROM lakehouse.silver_tables WHERE name = 'late_comer';
--- Its cursor stands before a batch that was pruned: its first pass reads every batch
--- stream_progress holds (0.4.0 stopped every pass: "cannot find bronze batch").
+-- Its cursor stands on a batch that was pruned. History after it pruned by hand is still
+-- an error before the first pass; otherwise that pass reads every batch stream_progress
+-- holds (0.4.0 stopped every pass: "cannot find bronze batch").
+BEGIN;
+DELETE FROM lakehouse.stream_progress
+ WHERE batch_id = (SELECT last_batch_id + 1 FROM lakehouse.silver_tables WHERE name = 'late_comer');
+\set VERBOSITY terse
+SELECT rows_in FROM lakehouse.refresh_silver('late_comer');
+\set VERBOSITY default
+ROLLBACK;
 SELECT rows_in = (SELECT count(*) FROM bronze.rc) AS read_all_bronze, rows_in > 0 AS read_some
   FROM lakehouse.refresh_silver('late_comer');
 SELECT lakehouse.drop_silver('late_comer', true);

@@ -5,9 +5,10 @@
 -- still holds. When maintain() had pruned the stream's first batches (bronze retention),
 -- that batch no longer existed, and the pass's guard against a cut history ("cannot find
 -- bronze batch N, where its cursor stands") stopped every pass of the new table, forever.
--- A cursor that no pass has moved yet (last_batch_committed_at is NULL) stands before
--- everything stream_progress holds: maintain() prunes only below the oldest silver cursor,
--- so nothing after it can be missing. The guard now checks only cursors a pass has set.
+-- A cursor that no pass has moved yet (last_batch_committed_at is NULL) is now checked
+-- by the batch after it instead: batch ids have no gaps, so that batch must be there as
+-- soon as any later one is (maintain() prunes only below the oldest silver cursor; a
+-- batch missing there was deleted by hand).
 \echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.5.0'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION lakehouse._silver_pass(p_name text)
@@ -37,12 +38,20 @@ BEGIN
     RAISE EXCEPTION 'silver table "%" does not exist', p_name
       USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
   END IF;
-  -- The batch under the cursor must still be the one the last pass read (a cursor no pass
-  -- has set yet stands before all of stream_progress: see the top of this file).
-  IF t.last_batch_committed_at IS NOT NULL AND NOT EXISTS (
-       SELECT 1 FROM lakehouse.stream_progress p
-        WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
-          AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at) THEN
+  -- The batch under the cursor must still be the one the last pass read. A cursor no pass
+  -- has set yet stands just before the oldest batch create_silver() saw (see the top of
+  -- this file): batch ids have no gaps, so the batch after it must be there when any later
+  -- one is (otherwise history after the cursor was pruned by hand).
+  IF (t.last_batch_committed_at IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM lakehouse.stream_progress p
+         WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
+           AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at))
+     OR (t.last_batch_committed_at IS NULL AND t.last_batch_id OPERATOR(pg_catalog.>) 0
+         AND EXISTS (SELECT 1 FROM lakehouse.stream_progress p
+                      WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id)
+         AND NOT EXISTS (SELECT 1 FROM lakehouse.stream_progress p
+                          WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+                            AND p.batch_id OPERATOR(pg_catalog.=) (t.last_batch_id OPERATOR(pg_catalog.+) 1))) THEN
     RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", where its cursor stands', t.name, t.last_batch_id, t.stream
       USING ERRCODE = 'object_not_in_prerequisite_state',
             DETAIL = 'lakehouse.stream_progress no longer holds that batch as it was read, so the batches after the cursor cannot be told from the ones before it.',

@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -95,12 +96,17 @@ log_event(const char *stream, const char *event, const char *detail_json)
 
 /* ---------------------------------------------------------------------------------- */
 
+/* Set once this worker holds its stream's lock (see lh_stream_load). */
+bool		lh_stream_lock_held = false;
+
 void
 lh_stream_load(StreamState *st)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(st->name)};
 	bool		isnull;
+	Oid			bronze;
+	LOCKTAG		tag;
 
 	begin_tx("lakehouse: loading stream");
 	run("SELECT topic, coalesce(brokers, pg_catalog.current_setting('lakehouse.brokers')), start_from, enabled, state"
@@ -121,33 +127,44 @@ lh_stream_load(StreamState *st)
 	/*
 	 * One worker per stream, enforced by the database rather than by the launcher's
 	 * memory: a launcher that dies leaves its workers running, and the next one starts
-	 * another per stream. Each worker holds a session advisory lock on its stream's bronze
-	 * table (one per stream incarnation; high 32 bits LH_STREAM_LOCK_CLASS, low 32 bits
-	 * the table's oid, as pg_locks shows them) for its whole life. A second worker finds
-	 * it taken and exits before writing anything, so worker_pid stays the first one's and
+	 * another per stream. Each worker holds, for its whole life, a session lock on its
+	 * stream's bronze table (one per stream incarnation): an advisory lock tag whose
+	 * objsubid (LH_STREAM_LOCK_SUBID) the pg_advisory_* functions never use, so no role
+	 * can take it from SQL and keep a stream's worker out. A second worker finds it taken
+	 * and exits before writing anything, so worker_pid stays the first one's and
 	 * stop_stream() still reaches it.
 	 */
-	run("SELECT pg_catalog.pg_try_advisory_lock((" CppAsString2(LH_STREAM_LOCK_CLASS) "::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)"
-		" OPERATOR(pg_catalog.|) coalesce(pg_catalog.to_regclass(pg_catalog.format('bronze.%I', $1))::pg_catalog.oid::pg_catalog.int8, 0)),"
-		" (SELECT l.pid FROM pg_catalog.pg_locks l"
-		"   WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted AND l.objsubid OPERATOR(pg_catalog.=) 1"
-		"     AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())"
-		"     AND l.classid OPERATOR(pg_catalog.=) " CppAsString2(LH_STREAM_LOCK_CLASS) "::pg_catalog.oid"
-		"     AND l.objid OPERATOR(pg_catalog.=) coalesce(pg_catalog.to_regclass(pg_catalog.format('bronze.%I', $1))::pg_catalog.oid, 0)"
-		"     AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid() LIMIT 1)",
-		1, types, values, NULL);
-	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	run("SELECT pg_catalog.to_regclass(pg_catalog.format('bronze.%I', $1))::pg_catalog.oid", 1, types, values, NULL);
+	bronze = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table bronze.%s of lakehouse stream \"%s\" does not exist", st->name, st->name),
+				 errhint("Drop the stream with lakehouse.drop_stream() and create it again.")));
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, LH_STREAM_LOCK_CLASS, bronze, LH_STREAM_LOCK_SUBID);
+	if (LockAcquire(&tag, ExclusiveLock, true, true) == LOCKACQUIRE_NOT_AVAIL)
 	{
-		char	   *holder = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		Oid			argtypes[2] = {OIDOID, OIDOID};
+		Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(bronze)};
+		int64		holder = -1;
 
+		run("SELECT l.pid FROM pg_catalog.pg_locks l"
+			" WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted"
+			"   AND l.database OPERATOR(pg_catalog.=) $1 AND l.objid OPERATOR(pg_catalog.=) $2"
+			"   AND l.classid OPERATOR(pg_catalog.=) " CppAsString2(LH_STREAM_LOCK_CLASS) "::pg_catalog.oid"
+			"   AND l.objsubid OPERATOR(pg_catalog.=) " CppAsString2(LH_STREAM_LOCK_SUBID) " LIMIT 1",
+			2, argtypes, args, NULL);
+		if (SPI_processed == 1)
+			holder = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		commit_tx();
 		ereport(LOG,
-				(errmsg("lakehouse stream \"%s\" already has a worker (PID %s); this one exits",
-						st->name, holder ? holder : "unknown"),
-				 errdetail("A launcher that stopped left its workers running; one worker per stream is enforced by an advisory lock."),
+				(errmsg("lakehouse stream \"%s\" already has a worker (PID " INT64_FORMAT "); this one exits",
+						st->name, holder),
+				 errdetail("A launcher that stopped left its workers running; one worker per stream is enforced by a lock."),
 				 errhint("lakehouse.stop_stream() stops the running worker.")));
 		proc_exit(0);
 	}
+	lh_stream_lock_held = true;
 
 	run("SELECT coalesce(pg_catalog.max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
 		" WHERE stream OPERATOR(pg_catalog.=) $1", 1, types, values, NULL);

@@ -10,10 +10,14 @@
 #include "stream_worker.h"
 
 /*
- * High 32 bits of the session advisory lock each stream worker holds ("LKHS"); the low
- * 32 bits are its bronze table's oid. pg_locks shows them as classid and objid.
+ * The session lock each stream worker holds on its stream, in pg_locks: locktype
+ * advisory, classid LH_STREAM_LOCK_CLASS ("LKHS"), objid the bronze table's oid, objsubid
+ * LH_STREAM_LOCK_SUBID, which the SQL advisory lock functions (1 and 2) never use.
  */
 #define LH_STREAM_LOCK_CLASS 1279936595
+#define LH_STREAM_LOCK_SUBID 3
+
+extern bool lh_stream_lock_held;
 
 /* Per partition touched by a batch. */
 typedef struct LhBatchPartition

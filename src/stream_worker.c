@@ -590,7 +590,12 @@ lakehouse_stream_main(Datum main_arg)
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
 		RESUME_INTERRUPTS();
-		lh_stream_set_state(&st, "error", edata->message);
+		/*
+		 * Without the stream's lock another worker may be running it: its worker_pid and
+		 * state are that one's to write (the error is in the server log).
+		 */
+		if (lh_stream_lock_held)
+			lh_stream_set_state(&st, "error", edata->message);
 		proc_exit(1);
 	}
 	PG_END_TRY();
