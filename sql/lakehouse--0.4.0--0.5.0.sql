@@ -38,23 +38,28 @@ BEGIN
     RAISE EXCEPTION 'silver table "%" does not exist', p_name
       USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.silver_tables.';
   END IF;
-  -- The batch under the cursor must still be the one the last pass read. A cursor no pass
-  -- has set yet stands just before the oldest batch create_silver() saw (see the top of
-  -- this file): batch ids have no gaps, so the batch after it must be there when any later
-  -- one is (otherwise history after the cursor was pruned by hand).
-  IF (t.last_batch_committed_at IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM lakehouse.stream_progress p
-         WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
-           AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at))
-     OR (t.last_batch_committed_at IS NULL AND t.last_batch_id OPERATOR(pg_catalog.>) 0
-         AND EXISTS (SELECT 1 FROM lakehouse.stream_progress p
-                      WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id)
-         AND NOT EXISTS (SELECT 1 FROM lakehouse.stream_progress p
-                          WHERE p.stream OPERATOR(pg_catalog.=) t.stream
-                            AND p.batch_id OPERATOR(pg_catalog.=) (t.last_batch_id OPERATOR(pg_catalog.+) 1))) THEN
+  -- The batch under the cursor must still be the one the last pass read.
+  IF t.last_batch_committed_at IS NOT NULL AND NOT EXISTS (
+       SELECT 1 FROM lakehouse.stream_progress p
+        WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.=) t.last_batch_id
+          AND p.committed_at OPERATOR(pg_catalog.=) t.last_batch_committed_at) THEN
     RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", where its cursor stands', t.name, t.last_batch_id, t.stream
       USING ERRCODE = 'object_not_in_prerequisite_state',
             DETAIL = 'lakehouse.stream_progress no longer holds that batch as it was read, so the batches after the cursor cannot be told from the ones before it.',
+            HINT = 'Keep stream_progress rows from the oldest silver cursor on. To start this table again from the beginning of bronze, drop and declare it again.';
+  END IF;
+  -- A cursor no pass has set yet stands just before the oldest batch create_silver() saw
+  -- (see the top of this file): batch ids have no gaps, so the batch after it must be there
+  -- as soon as any later one is (otherwise history after the cursor was pruned by hand).
+  IF t.last_batch_committed_at IS NULL AND t.last_batch_id OPERATOR(pg_catalog.>) 0
+     AND EXISTS (SELECT 1 FROM lakehouse.stream_progress p
+                  WHERE p.stream OPERATOR(pg_catalog.=) t.stream AND p.batch_id OPERATOR(pg_catalog.>) t.last_batch_id)
+     AND NOT EXISTS (SELECT 1 FROM lakehouse.stream_progress p
+                      WHERE p.stream OPERATOR(pg_catalog.=) t.stream
+                        AND p.batch_id OPERATOR(pg_catalog.=) (t.last_batch_id OPERATOR(pg_catalog.+) 1)) THEN
+    RAISE EXCEPTION 'silver table "%" cannot find bronze batch % of stream "%", the first after its cursor', t.name, t.last_batch_id OPERATOR(pg_catalog.+) 1, t.stream
+      USING ERRCODE = 'object_not_in_prerequisite_state',
+            DETAIL = 'The table has not read any batch yet, and lakehouse.stream_progress lacks the one it starts with while it holds later ones: history was pruned after the table was declared.',
             HINT = 'Keep stream_progress rows from the oldest silver cursor on. To start this table again from the beginning of bronze, drop and declare it again.';
   END IF;
 

@@ -239,6 +239,9 @@ lakehouse_connect_as_superuser(void)
 {
 	BackgroundWorkerInitializeConnection(lakehouse_database, NULL, 0);
 	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	/* The workers' transactions read what committed before each statement (a new worker
+	 * reads the batch id after its predecessor's last commit), whatever the database sets. */
+	SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
 }
 
 /*

@@ -146,7 +146,7 @@ lh_stream_load(StreamState *st)
 	{
 		Oid			argtypes[2] = {OIDOID, OIDOID};
 		Datum		args[2] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(bronze)};
-		int64		holder = -1;
+		char		holder[32] = "unknown";
 
 		run("SELECT l.pid FROM pg_catalog.pg_locks l"
 			" WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted"
@@ -155,10 +155,15 @@ lh_stream_load(StreamState *st)
 			"   AND l.objsubid OPERATOR(pg_catalog.=) " CppAsString2(LH_STREAM_LOCK_SUBID) " LIMIT 1",
 			2, argtypes, args, NULL);
 		if (SPI_processed == 1)
-			holder = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		{
+			Datum		pid = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+			if (!isnull)
+				snprintf(holder, sizeof(holder), "%d", DatumGetInt32(pid));
+		}
 		commit_tx();
 		ereport(LOG,
-				(errmsg("lakehouse stream \"%s\" already has a worker (PID " INT64_FORMAT "); this one exits",
+				(errmsg("lakehouse stream \"%s\" already has a worker (PID %s); this one exits",
 						st->name, holder),
 				 errdetail("A launcher that stopped left its workers running; one worker per stream is enforced by a lock."),
 				 errhint("lakehouse.stop_stream() stops the running worker.")));
@@ -169,6 +174,22 @@ lh_stream_load(StreamState *st)
 	run("SELECT coalesce(pg_catalog.max(batch_id), 0) + 1 FROM lakehouse.stream_progress"
 		" WHERE stream OPERATOR(pg_catalog.=) $1", 1, types, values, NULL);
 	st->next_batch_id = get_int64(0, 1, &isnull);
+	commit_tx();
+}
+
+/*
+ * An error of a worker that does not hold its stream's lock (it failed before taking it):
+ * recorded as last_error, leaving worker_pid and state to the worker that may hold it.
+ */
+void
+lh_stream_set_error_only(StreamState *st, const char *error)
+{
+	Oid			types[2] = {TEXTOID, TEXTOID};
+	Datum		values[2] = {CStringGetTextDatum(st->name), CStringGetTextDatum(error)};
+
+	begin_tx("lakehouse: recording a stream error");
+	run("UPDATE lakehouse.streams SET last_error = $2, state_at = pg_catalog.now()"
+		" WHERE name OPERATOR(pg_catalog.=) $1", 2, types, values, NULL);
 	commit_tx();
 }
 

@@ -64,6 +64,20 @@ my $worker = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHE
 my ($before_kill, $kill_time) = split /\|/, $node->safe_psql('postgres', 'SELECT count(*), clock_timestamp() FROM bronze.b');
 my $pidfile = $node->data_dir . '/postmaster.pid';
 my ($postmaster) = split /\n/, slurp_file($pidfile);
+# The server's processes, found by their working directory (the data directory, compared
+# by device and inode, not by path). Seen once before the kill, so that the scan cannot
+# pass by finding nothing.
+my @datadir_id = (stat $node->data_dir)[ 0, 1 ];
+my $server_processes = sub {
+	grep {
+		my @cwd = stat("$_/cwd");
+		my $pid = (split m{/}, $_)[-1];
+		@cwd && $cwd[0] == $datadir_id[0] && $cwd[1] == $datadir_id[1] && !lh_process_gone($pid)
+	} glob('/proc/[0-9]*');
+};
+my @before = $server_processes->();
+ok((grep { m{/$postmaster$} } @before) && (grep { m{/$worker$} } @before),
+	'the scan for the server\'s processes finds the postmaster and the stream worker (' . scalar(@before) . ' processes)');
 $node->kill9;
 my $killed_at = time;
 if ($before_kill > $backlog + $backlog / 2)
@@ -87,15 +101,10 @@ ok($gone, 'the orphaned stream worker exited') or BAIL_OUT('an orphan of the kil
 # Every process of the old server (they all run in its data directory) must be gone
 # before its lock files go: PostgreSQL checks them to keep a second server off shared
 # memory that an old child still uses.
-my $datadir = $node->data_dir;
 my $survivors;
 for (1 .. 100)
 {
-	$survivors = grep {
-		my $cwd = readlink("$_/cwd");
-		my $pid = (split m{/}, $_)[-1];
-		defined $cwd && $cwd eq $datadir && !lh_process_gone($pid)
-	} glob('/proc/[0-9]*');
+	$survivors = () = $server_processes->();
 	last unless $survivors;
 	select(undef, undef, undef, 0.1);
 }

@@ -56,8 +56,15 @@ while (time < $deadline)
 	select(undef, undef, undef, 0.1);
 }
 ok($refused, 'the new launcher started a worker for the stream, which found it taken and exited');
-sleep 1;
-is($workers->(), $worker, 'the stream still has one worker, the first one');
+# A refused worker is in pg_stat_activity for a moment before it exits (and the launcher
+# tries again every few seconds): wait for the list to be the first worker alone.
+ok($node->poll_query_until('postgres', q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity WHERE backend_type = 'lakehouse stream'}, $worker),
+	'the stream still has one worker, the first one');
+is($node->safe_psql('postgres', q{SELECT worker_pid FROM lakehouse.streams WHERE name = 'o'}), $worker,
+	'lakehouse.streams still names it');
+is($node->safe_psql('postgres', q{SELECT string_agg(pid::text, ',') FROM pg_locks
+	WHERE locktype = 'advisory' AND granted AND classid = 1279936595 AND objid = 'bronze.o'::regclass AND objsubid = 3}), $worker,
+	'and it holds the stream\'s lock, as pg_locks shows it');
 
 # The first worker goes on ingesting.
 $send->(50);
@@ -77,7 +84,11 @@ is($workers->(), '', 'and no worker came back');
 # numbers (both forms of pg_advisory_lock) does not keep its worker out.
 my $squatter = $node->background_psql('postgres');
 $squatter->query_safe(q{SELECT pg_advisory_lock((1279936595::int8 << 32) | 'bronze.o'::regclass::oid::int8),
-	pg_advisory_lock(1279936595, ('bronze.o'::regclass::oid::int8 - 2147483648)::int4)});
+	pg_advisory_lock(1279936595, (o - CASE WHEN o > 2147483647 THEN 4294967296 ELSE 0 END)::int4)
+	FROM (SELECT 'bronze.o'::regclass::oid::int8 AS o) x});
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+	AND classid = 1279936595 AND objid = 'bronze.o'::regclass AND objsubid IN (1, 2)}), '2',
+	'a session holds advisory locks with the stream\'s numbers in both SQL forms');
 $node->safe_psql('postgres', "SELECT lakehouse.start_stream('o')");
 ok(lh_wait_caught_up($node, 'o', $topic), 'started again while a session holds advisory locks with its numbers, it catches up');
 $squatter->quit;

@@ -184,14 +184,20 @@ sub lh_poison_kinds
 # the watermarks.
 # {partition => [low, high]} of every partition of $topic, from Kafka itself with kcat
 # (metadata for the partitions, then the oldest and the next offset of each), never
-# through lakehouse's own kafka_watermarks(), the code under test.
+# through lakehouse's own kafka_watermarks(), the code under test. A broker that has just
+# restarted may not know the topic for a few seconds: asked again for up to a minute.
 sub lh_broker_watermarks
 {
 	my ($brokers, $topic) = @_;
-	my ($stdout, $stderr);
-	IPC::Run::run([ 'kcat', '-b', $brokers, '-L', '-t', $topic ], '>', \$stdout, '2>', \$stderr)
-	  or die "kcat could not read the metadata of $topic: $stderr";
-	my @parts = sort { $a <=> $b } map { /^\s+partition (\d+),/ ? $1 : () } split /\n/, $stdout;
+	my ($stdout, $stderr, @parts);
+	for my $try (1 .. 120)
+	{
+		($stdout, $stderr) = ('', '');
+		IPC::Run::run([ 'kcat', '-b', $brokers, '-L', '-t', $topic ], '>', \$stdout, '2>', \$stderr);
+		@parts = sort { $a <=> $b } map { /^\s+partition (\d+),/ ? $1 : () } split /\n/, $stdout;
+		last if @parts;
+		select(undef, undef, undef, 0.5);
+	}
 	die "kcat lists no partition of $topic:\n$stdout$stderr" unless @parts;
 	my %wm;
 	for my $which ([ 0, -2 ], [ 1, -1 ])
@@ -212,11 +218,15 @@ sub lh_broker_watermarks
 
 # Every partition of $topic: bronze rows + dead letters == the broker's high - low, each
 # offset once, next_offset == high. The offsets come from Kafka (kcat), not from
-# lakehouse.kafka_watermarks(). $brokers defaults to the scratch Kafka's.
+# lakehouse.kafka_watermarks(); the brokers are the stream's own (its row, or the node's
+# lakehouse.brokers).
 sub lh_check_exactly_once
 {
-	my ($node, $stream, $topic, $label, $brokers) = @_;
-	my $wm = lh_broker_watermarks($brokers // lh_brokers(), $topic);
+	my ($node, $stream, $topic, $label) = @_;
+	my $brokers = $node->safe_psql('postgres',
+		"SELECT coalesce(brokers, current_setting('lakehouse.brokers')) FROM lakehouse.streams WHERE name = '$stream'");
+	$brokers = $node->safe_psql('postgres', "SELECT current_setting('lakehouse.brokers')") if $brokers eq '';
+	my $wm = lh_broker_watermarks($brokers, $topic);
 	# An empty list would make the loop below check nothing and pass.
 	cmp_ok(scalar(keys %$wm), '>', 0, "$label: the broker reports partitions of $topic to check");
 	for my $p (sort { $a <=> $b } keys %$wm)
