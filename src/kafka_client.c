@@ -171,27 +171,41 @@ lh_kafka_resolve_brokers(const char *brokers)
 	return brokers;
 }
 
-/* True when entry (len bytes, trimmed) is one of list's comma-separated entries. */
+/*
+ * Steps through a comma-separated list: returns the next entry (spaces and tabs around it
+ * trimmed, *len its length, possibly 0) and moves *cursor past it; NULL at the end.
+ */
+static const char *
+next_list_entry(const char **cursor, size_t *len)
+{
+	const char *p = *cursor;
+	const char *end;
+	size_t		n;
+
+	if (p == NULL || *p == '\0')
+		return NULL;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	end = strchr(p, ',');
+	n = end ? (size_t) (end - p) : strlen(p);
+	while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+		n--;
+	*cursor = end ? end + 1 : NULL;
+	*len = n;
+	return p;
+}
+
+/* True when entry (len bytes) is one of list's entries, case aside. */
 static bool
 broker_listed(const char *entry, size_t len, const char *list)
 {
-	const char *p = list;
+	const char *cursor = list;
+	const char *e;
+	size_t		n;
 
-	while (p != NULL && *p != '\0')
-	{
-		const char *end;
-		size_t		n;
-
-		while (*p == ' ' || *p == '\t')
-			p++;
-		end = strchr(p, ',');
-		n = end ? (size_t) (end - p) : strlen(p);
-		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-			n--;
-		if (n == len && pg_strncasecmp(p, entry, len) == 0)
+	while ((e = next_list_entry(&cursor, &n)) != NULL)
+		if (n == len && pg_strncasecmp(e, entry, len) == 0)
 			return true;
-		p = end ? end + 1 : NULL;
-	}
 	return false;
 }
 
@@ -204,27 +218,18 @@ broker_listed(const char *entry, size_t len, const char *list)
 bool
 lh_kafka_brokers_approved(const char *brokers)
 {
-	const char *p = brokers;
+	const char *cursor = brokers;
+	const char *e;
+	size_t		n;
 	bool		any = false;
 
-	while (p != NULL && *p != '\0')
+	while ((e = next_list_entry(&cursor, &n)) != NULL)
 	{
-		const char *end;
-		size_t		n;
-
-		while (*p == ' ' || *p == '\t')
-			p++;
-		end = strchr(p, ',');
-		n = end ? (size_t) (end - p) : strlen(p);
-		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-			n--;
-		if (n > 0)
-		{
-			if (!broker_listed(p, n, lakehouse_brokers) && !broker_listed(p, n, lakehouse_allowed_brokers))
-				return false;
-			any = true;
-		}
-		p = end ? end + 1 : NULL;
+		if (n == 0)
+			continue;
+		if (!broker_listed(e, n, lakehouse_brokers) && !broker_listed(e, n, lakehouse_allowed_brokers))
+			return false;
+		any = true;
 	}
 	return any;
 }
