@@ -1,5 +1,6 @@
 -- lakehouse 0.4.0 -> 0.5.0: a silver table declared over a stream whose oldest
--- stream_progress rows were pruned can run its first pass.
+-- stream_progress rows were pruned can run its first pass; a stream created under the
+-- name of a dropped one starts without that stream's stream_progress rows (below).
 --
 -- create_silver() starts a table's cursor just before the oldest batch stream_progress
 -- still holds. When maintain() had pruned the stream's first batches (bronze retention),
@@ -150,3 +151,100 @@ BEGIN
   RETURN res;
 END $$;
 REVOKE ALL ON FUNCTION lakehouse._silver_pass(text) FROM PUBLIC;
+
+-- create_stream (0.5.0): the stream_progress rows an earlier stream of this name left go.
+-- They described batches of bronze rows that are gone (a new stream's worker numbered its
+-- batches after them, and a silver table over it read the old batches' offset ranges
+-- first: empty passes). Silver tables over the name are refused, as in 0.4.0, so nothing
+-- still reads them. The rest is 0.4.0's create_stream.
+CREATE OR REPLACE FUNCTION lakehouse.create_stream(name text, topic text, brokers text DEFAULT NULL,
+                                        start_from text DEFAULT 'earliest')
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+  start_at timestamptz;
+BEGIN
+  IF name IS NULL OR topic IS NULL OR start_from IS NULL THEN
+    RAISE EXCEPTION 'name, topic and start_from must not be null'
+      USING ERRCODE = 'null_value_not_allowed';
+  END IF;
+  IF name !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
+    RAISE EXCEPTION 'invalid stream name "%"', name
+      USING ERRCODE = 'invalid_name',
+            DETAIL = 'A stream name becomes the table bronze.<name>: 1 to 63 lower-case letters, digits or underscores, not starting with a digit.',
+            HINT = 'Choose a name such as wiki_recentchange.';
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'stream "%" already exists', name
+      USING ERRCODE = 'duplicate_object',
+            HINT = 'Drop it first with lakehouse.drop_stream(), or pick another name.';
+  END IF;
+  IF to_regclass(format('bronze.%I', name)) IS NOT NULL THEN
+    RAISE EXCEPTION 'table bronze.% already exists', name
+      USING ERRCODE = 'duplicate_table',
+            HINT = 'A dropped stream keeps its data; rename or drop that table, or pick another name.';
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.dead_letters d WHERE d.stream OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'lakehouse.dead_letters still holds dead letters of an earlier stream "%"', name
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'A stream resumes after the last offset it stored, bronze rows and dead letters alike: a new stream of that name would skip the offsets below them.',
+            HINT = pg_catalog.format('Keep them elsewhere and have a superuser DELETE FROM lakehouse.dead_letters WHERE stream = %L, or pick another name.', name);
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'silver tables are still declared over an earlier stream "%"', name
+      USING ERRCODE = 'dependent_objects_still_exist',
+            DETAIL = pg_catalog.format('%s would go on reading the new stream as if it were the old one.',
+                                       (SELECT pg_catalog.string_agg('silver.' || t.name, ', ' ORDER BY t.name)
+                                          FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name)),
+            HINT = 'Drop them first with lakehouse.drop_silver() (the recentchange pipeline with lakehouse.drop_recentchange_pipeline()), or pick another name.';
+  END IF;
+  IF start_from NOT IN ('earliest', 'latest') THEN
+    BEGIN
+      start_at := start_from::timestamptz;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE EXCEPTION 'invalid start_from "%"', start_from
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Use ''earliest'', ''latest'' or a timestamp such as ''2026-11-29 08:00:00+00''.';
+    END;
+  END IF;
+
+  INSERT INTO lakehouse.streams (name, topic, brokers, start_from)
+  VALUES (name, topic, brokers, start_from);
+  -- An earlier stream of this name may have left its checks' positions: this stream's
+  -- checks start from its own beginning.
+  DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('bronze_offsets_once:' || name);
+  DELETE FROM lakehouse.stream_progress p WHERE p.stream OPERATOR(pg_catalog.=) create_stream.name;
+
+  -- Resolve the start to concrete offsets now, so a crash before the first commit cannot
+  -- move it (a 'latest' resolved again later would skip what arrived in between). This
+  -- also proves the topic exists and the brokers answer.
+  IF start_at IS NULL THEN
+    INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset)
+    SELECT name, w.partition, CASE WHEN start_from = 'earliest' THEN w.low ELSE w.high END
+      FROM lakehouse.kafka_watermarks(topic, brokers) w;
+  ELSE
+    INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset)
+    SELECT name, t.partition, t.next_offset
+      FROM lakehouse.kafka_offsets_for_time(topic, start_at, brokers) t;
+  END IF;
+
+  EXECUTE format($t$
+    CREATE TABLE bronze.%I (
+        kafka_partition integer NOT NULL,
+        kafka_offset    bigint NOT NULL,
+        kafka_timestamp timestamptz,
+        kafka_key       text,
+        payload         jsonb NOT NULL,
+        batch_id        bigint NOT NULL,
+        ingested_at     timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (kafka_partition, kafka_offset)
+    )$t$, name);
+  EXECUTE format('COMMENT ON TABLE bronze.%I IS %L', name,
+                 format('raw messages of Kafka topic %s, written by lakehouse stream %s', topic, name));
+
+  INSERT INTO lakehouse.stream_log (stream, event, detail)
+  VALUES (name, 'created', jsonb_build_object('topic', topic, 'brokers', brokers, 'start_from', start_from,
+          'offsets', (SELECT jsonb_object_agg(o.kafka_partition, o.next_offset) FROM lakehouse.offsets o
+                       WHERE o.stream OPERATOR(pg_catalog.=) create_stream.name)));
+END $$;

@@ -294,4 +294,18 @@ $node->safe_psql('postgres', "SELECT lakehouse.drop_stream('wiki', drop_data => 
 is($node->safe_psql('postgres', "SELECT to_regclass('bronze.wiki') IS NULL AND NOT EXISTS (SELECT 1 FROM lakehouse.dead_letters WHERE stream = 'wiki')"),
 	't', 'drop_stream(drop_data => true) removes bronze and dead letters');
 
+# --- A stream created again under that name starts from its own history: the old stream's
+# stream_progress rows go (they described batches of a bronze table that is gone).
+my $old_batches = $node->safe_psql('postgres', "SELECT count(*) FROM lakehouse.stream_progress WHERE stream = 'wiki'");
+cmp_ok($old_batches, '>', 0, "the dropped stream left $old_batches stream_progress rows");
+$node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki', '$topic')");
+ok(lh_wait_caught_up($node, 'wiki', $topic), 'the new stream of that name caught up');
+my ($first_batch, $before_created) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT min(batch_id),
+	       count(*) FILTER (WHERE started_at < (SELECT max(logged_at) FROM lakehouse.stream_log WHERE stream = 'wiki' AND event = 'created'))
+	  FROM lakehouse.stream_progress WHERE stream = 'wiki'});
+is($first_batch, '1', 'its batches are numbered from 1');
+is($before_created, '0', 'and stream_progress holds none of the old stream\'s batches');
+lh_check_exactly_once($node, 'wiki', $topic, 'created again');
+
 done_testing();
