@@ -178,38 +178,28 @@ lh_stream_load(StreamState *st)
 }
 
 /*
- * An error of a worker that does not hold its stream's lock (it failed before taking it):
- * recorded as last_error, leaving worker_pid and state to the worker that may hold it.
+ * Records the worker's state where stream_status() reads it; its own short transaction.
+ * state NULL records only last_error: a worker that does not hold its stream's lock (it
+ * failed before taking it) leaves state and worker_pid to the worker that may hold it.
  */
-void
-lh_stream_set_error_only(StreamState *st, const char *error)
-{
-	Oid			types[2] = {TEXTOID, TEXTOID};
-	Datum		values[2] = {CStringGetTextDatum(st->name), CStringGetTextDatum(error)};
-
-	begin_tx("lakehouse: recording a stream error");
-	run("UPDATE lakehouse.streams SET last_error = $2, state_at = pg_catalog.now()"
-		" WHERE name OPERATOR(pg_catalog.=) $1", 2, types, values, NULL);
-	commit_tx();
-}
-
-/* Records the worker's state where stream_status() reads it; its own short transaction. */
 void
 lh_stream_set_state(StreamState *st, const char *state, const char *error)
 {
 	Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, INT4OID};
 	Datum		values[4];
-	char		nulls[4] = {' ', ' ', error ? ' ' : 'n', ' '};
+	char		nulls[4] = {' ', state ? ' ' : 'n', error ? ' ' : 'n', ' '};
 
 	values[0] = CStringGetTextDatum(st->name);
-	values[1] = CStringGetTextDatum(state);
+	values[1] = state ? CStringGetTextDatum(state) : (Datum) 0;
 	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
 	values[3] = Int32GetDatum(MyProcPid);
 	begin_tx("lakehouse: recording stream state");
-	run("UPDATE lakehouse.streams SET state = $2, last_error = $3, worker_pid = $4, state_at = pg_catalog.now()"
+	run("UPDATE lakehouse.streams SET state = coalesce($2, state), last_error = $3,"
+		" worker_pid = CASE WHEN $2 IS NULL THEN worker_pid ELSE $4 END, state_at = pg_catalog.now()"
 		" WHERE name OPERATOR(pg_catalog.=) $1", 4, types, values, nulls);
 	commit_tx();
-	strlcpy(st->state, state, sizeof(st->state));
+	if (state != NULL)
+		strlcpy(st->state, state, sizeof(st->state));
 }
 
 /* Highest offset + 1 of a partition found in bronze or dead letters; -1 when none. */

@@ -40,7 +40,6 @@ typedef struct LhBatch
 } LhBatch;
 
 extern void lh_stream_load(StreamState *st);
-extern void lh_stream_set_error_only(StreamState *st, const char *error);
 extern void lh_stream_set_state(StreamState *st, const char *state, const char *error);
 extern void lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count);
 extern void lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why);

@@ -52,7 +52,8 @@ check_caller_and_role(Oid role)
 
 /*
  * Checks the caller and the role, opens a GUC nest level, then makes role the current
- * user, restricted. Returns the nest level for settings_back().
+ * user, restricted. Returns the nest level, which the caller closes with
+ * AtEOXact_GUC(false, nestlevel) once the user is back.
  */
 static int
 switch_to_role(Oid role, Oid *saved_user, int *saved_context)

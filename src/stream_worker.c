@@ -594,10 +594,7 @@ lakehouse_stream_main(Datum main_arg)
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.
 		 */
-		if (lh_stream_lock_held)
-			lh_stream_set_state(&st, "error", edata->message);
-		else
-			lh_stream_set_error_only(&st, edata->message);
+		lh_stream_set_state(&st, lh_stream_lock_held ? "error" : NULL, edata->message);
 		proc_exit(1);
 	}
 	PG_END_TRY();

@@ -199,20 +199,8 @@ sub lh_broker_watermarks
 		select(undef, undef, undef, 0.5);
 	}
 	die "kcat lists no partition of $topic:\n$stdout$stderr" unless @parts;
-	my %wm;
-	for my $which ([ 0, -2 ], [ 1, -1 ])
-	{
-		my ($slot, $ts) = @$which;
-		IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:$ts") } @parts ],
-			'>', \$stdout, '2>', \$stderr)
-		  or die "kcat could not query the offsets of $topic: $stderr";
-		for (split /\n/, $stdout)
-		{
-			$wm{$1}[$slot] = $2 if /^\Q$topic\E \[(\d+)\] offset (-?\d+)$/;
-		}
-	}
-	die "kcat gave the offsets of " . scalar(grep { defined $wm{$_}[0] && defined $wm{$_}[1] } @parts)
-	  . " of " . scalar(@parts) . " partitions of $topic" unless @parts == grep { defined $wm{$_}[0] && defined $wm{$_}[1] } @parts;
+	my ($low, $high) = (kcat_offsets($brokers, $topic, -2, @parts), kcat_offsets($brokers, $topic, -1, @parts));
+	my %wm = map { $_ => [ $low->{$_}, $high->{$_} ] } @parts;
 	return \%wm;
 }
 
@@ -283,20 +271,25 @@ sub lh_wait_beyond
 # the broker had at that moment, that is the first offset appended at or after it (the
 # current end when nothing was appended since). Messages appended within that very
 # millisecond count as later.
+# {partition => offset} for @parts of $topic at $ts, straight from the broker (kcat -Q):
+# $ts in milliseconds since the epoch, or Kafka's -1 (the end) and -2 (the beginning).
+sub kcat_offsets
+{
+	my ($brokers, $topic, $ts, @parts) = @_;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:$ts") } @parts ],
+		'>', \$stdout, '2>', \$stderr);
+	die "kcat could not query the offsets of $topic at $ts: $stderr" unless $ok;
+	my %off = map { /^\Q$topic\E \[(\d+)\] offset (-?\d+)$/ ? ($1 => $2) : () } split /\n/, $stdout;
+	die "kcat gave offsets for " . scalar(keys %off) . " of " . scalar(@parts) . " partitions of $topic:\n$stdout$stderr"
+	  unless keys %off == @parts;
+	return \%off;
+}
+
 sub lh_broker_high_watermarks
 {
 	my ($brokers, $topic, $partitions, $at_ms) = @_;
-	my $query = sub {
-		my ($ts, @parts) = @_;
-		my ($stdout, $stderr);
-		my $ok = IPC::Run::run([ 'kcat', '-b', $brokers, '-Q', map { ('-t', "$topic:$_:$ts") } @parts ],
-			'>', \$stdout, '2>', \$stderr);
-		die "kcat could not query the offsets of $topic at $ts: $stderr" unless $ok;
-		my %off = map { /^\Q$topic\E \[(\d+)\] offset (-?\d+)$/ ? ($1 => $2) : () } split /\n/, $stdout;
-		die "kcat gave offsets for " . scalar(keys %off) . " of " . scalar(@parts) . " partitions of $topic:\n$stdout$stderr"
-		  unless keys %off == @parts;
-		return \%off;
-	};
+	my $query = sub { kcat_offsets($brokers, $topic, @_) };
 	my $high = $query->($at_ms // -1, 0 .. $partitions - 1);
 	my @none_since = grep { $high->{$_} < 0 } keys %$high;
 	if (@none_since)
