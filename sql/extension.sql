@@ -11,7 +11,7 @@ SELECT p.oid::regprocedure::text AS function, p.prosecdef AS security_definer
   FROM pg_proc p WHERE p.pronamespace = 'lakehouse'::regnamespace ORDER BY 1;
 
 SELECT c.oid::regclass AS config_table FROM pg_extension e, unnest(e.extconfig) c(oid)
- WHERE e.extname = 'lakehouse' ORDER BY 1;
+ WHERE e.extname = 'lakehouse' ORDER BY c.oid::regclass::text;
 
 -- Nothing that controls streams is open to the public.
 SELECT p.proname FROM pg_proc p

@@ -1,29 +1,138 @@
--- An existing 0.1.0 installation upgrades in place (ALTER EXTENSION UPDATE) and ends with
--- the same objects as CREATE EXTENSION of the current version.
+-- Two independent ways to the current version must end with the same objects, defined
+-- the same way: CREATE EXTENSION runs the version's own full install script
+-- (lakehouse--X.sql), and ALTER EXTENSION UPDATE runs the chain of upgrade scripts from
+-- 0.1.0. Here the upgraded database also holds a stream with offsets, batches and dead
+-- letters written at 0.2.0, which must come through the upgrade untouched and usable.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS lakehouse CASCADE;
 RESET client_min_messages;
+
+-- Every member of the extension and, per member, each part of its definition: columns in
+-- order (type, default, NOT NULL, collation), constraints, indexes, triggers, views,
+-- sequences, whole function definitions (body, settings, security, volatility), composite
+-- types' attributes, privileges and comments. ACL entries are sorted: the order GRANTs
+-- ran in is not part of the definition.
+CREATE FUNCTION pg_temp.acl(a aclitem[]) RETURNS text LANGUAGE sql AS
+  $$ SELECT coalesce(string_agg(x::text, ',' ORDER BY x::text), '-') FROM unnest(a) x $$;
+CREATE FUNCTION pg_temp.definitions()
+RETURNS TABLE (object text, part text, definition text) LANGUAGE sql AS $$
+  WITH m AS (SELECT d.classid, d.objid, pg_describe_object(d.classid, d.objid, 0) AS object
+               FROM pg_depend d
+              WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+                AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lakehouse')),
+       rel AS (SELECT m.object, c.* FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid)
+  SELECT m.object, 'member', m.classid::regclass::text FROM m
+  UNION ALL
+  SELECT r.object, 'relation', format('kind %s, persistence %s, options %s, acl %s, comment %s', r.relkind, r.relpersistence,
+                                      r.reloptions, pg_temp.acl(r.relacl), obj_description(r.oid, 'pg_class'))
+    FROM rel r
+  UNION ALL
+  SELECT r.object, format('column %s: %s', row_number() OVER (PARTITION BY r.oid ORDER BY a.attnum), a.attname),
+         format('%s, not null %s, default %s, collation %s, identity "%s", generated "%s", acl %s, comment %s',
+                format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid),
+                CASE WHEN a.attcollation <> 0 THEN a.attcollation::regcollation::text END, a.attidentity, a.attgenerated,
+                pg_temp.acl(a.attacl), col_description(r.oid, a.attnum))
+    FROM rel r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+    LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+  UNION ALL
+  SELECT r.object, 'constraint ' || k.conname, pg_get_constraintdef(k.oid)
+    FROM rel r JOIN pg_constraint k ON k.conrelid = r.oid
+  UNION ALL
+  SELECT r.object, 'index ' || i.relname, pg_get_indexdef(i.oid)
+    FROM rel r JOIN pg_index x ON x.indrelid = r.oid JOIN pg_class i ON i.oid = x.indexrelid
+  UNION ALL
+  SELECT r.object, 'trigger ' || t.tgname, pg_get_triggerdef(t.oid)
+    FROM rel r JOIN pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal
+  UNION ALL
+  SELECT r.object, 'view', pg_get_viewdef(r.oid) FROM rel r WHERE r.relkind IN ('v', 'm')
+  UNION ALL
+  SELECT r.object, 'sequence', format('%s start %s increment %s min %s max %s cache %s cycle %s', s.seqtypid::regtype,
+                                      s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle)
+    FROM rel r JOIN pg_sequence s ON s.seqrelid = r.oid
+  UNION ALL
+  SELECT m.object, 'function', format('%s acl %s, comment %s', pg_get_functiondef(p.oid), pg_temp.acl(p.proacl),
+                                      obj_description(p.oid, 'pg_proc'))
+    FROM m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+  UNION ALL
+  SELECT m.object, 'type', format('%s (%s) acl %s, comment %s', t.typtype,
+                                  (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+                                     FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
+                                  pg_temp.acl(t.typacl), obj_description(t.oid, 'pg_type'))
+    FROM m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
+  UNION ALL
+  SELECT m.object, 'schema', format('acl %s, comment %s', pg_temp.acl(n.nspacl), obj_description(n.oid, 'pg_namespace'))
+    FROM m JOIN pg_namespace n ON m.classid = 'pg_namespace'::regclass AND n.oid = m.objid
+  UNION ALL
+  SELECT 'extension lakehouse', 'configuration table ' || c.relname, coalesce(e.extcondition[i], '')
+    FROM pg_extension e, generate_subscripts(e.extconfig, 1) i, pg_class c
+   WHERE e.extname = 'lakehouse' AND c.oid = e.extconfig[i]
+$$;
+
+-- The current version ships its own install script (without it CREATE EXTENSION would run
+-- the chain too, and the comparison below would be of a path with itself).
+SELECT (pg_stat_file(format('%s/extension/lakehouse--%s.sql', c.setting, e.default_version))).size > 0 AS full_script_shipped
+  FROM pg_config c, pg_available_extensions e WHERE c.name = 'SHAREDIR' AND e.name = 'lakehouse';
 CREATE EXTENSION lakehouse;
-CREATE TEMP TABLE fresh AS
-  SELECT pg_describe_object(classid, objid, 0) AS object
-    FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
-     AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lakehouse');
+CREATE TEMP TABLE fresh AS SELECT * FROM pg_temp.definitions();
 DROP EXTENSION lakehouse;
 
 CREATE EXTENSION lakehouse VERSION '0.1.0';
-SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
-ALTER EXTENSION lakehouse UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
+ALTER EXTENSION lakehouse UPDATE TO '0.2.0';
+-- A stream as a 0.2.0 worker left it: two partitions' offsets, a batch, bronze rows and a
+-- dead letter with its raw key and value bytes.
+INSERT INTO lakehouse.streams (name, topic, brokers, enabled) VALUES ('old', 'upgrade.old', NULL, false);
+CREATE TABLE bronze.old (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+INSERT INTO bronze.old (kafka_partition, kafka_offset, payload, batch_id) VALUES (0, 0, '{"n": 1}', 1), (1, 0, '{"n": 2}', 1);
+INSERT INTO lakehouse.dead_letters (stream, topic, kafka_partition, kafka_offset, kafka_key, raw_value, reason, batch_id)
+VALUES ('old', 'upgrade.old', 0, 1, '\xff00'::bytea, '\x7b6e'::bytea, 'not valid JSON', 1);
+INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset) VALUES ('old', 0, 2), ('old', 1, 1);
+INSERT INTO lakehouse.stream_progress (stream, batch_id, messages, bytes, dead_letters, first_offsets, last_offsets, started_at)
+VALUES ('old', 1, 3, 20, 1, '{"0": 0, "1": 0}', '{"0": 1, "1": 0}', now());
+CREATE TEMP TABLE before_data AS
+  SELECT 'offsets' AS t, to_jsonb(o) - 'updated_at' AS r FROM lakehouse.offsets o
+  UNION ALL SELECT 'dead_letters', to_jsonb(d) - 'created_at' FROM lakehouse.dead_letters d
+  UNION ALL SELECT 'stream_progress', to_jsonb(p) - 'started_at' - 'committed_at' FROM lakehouse.stream_progress p
+  UNION ALL SELECT 'bronze', to_jsonb(b) - 'ingested_at' FROM bronze.old b;
 
-CREATE TEMP TABLE upgraded AS
-  SELECT pg_describe_object(classid, objid, 0) AS object
-    FROM pg_depend WHERE refclassid = 'pg_extension'::regclass
-     AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'lakehouse');
-SELECT (SELECT count(*) FROM fresh) > 0 AND (SELECT count(*) FROM upgraded) > 0 AS both_have_objects;
-(SELECT 'only after install' AS diff, object FROM fresh EXCEPT SELECT 'only after install', object FROM upgraded)
+ALTER EXTENSION lakehouse UPDATE;
+SELECT extversion = (SELECT default_version FROM pg_available_extensions WHERE name = 'lakehouse') AS at_default_version
+  FROM pg_extension WHERE extname = 'lakehouse';
+CREATE TEMP TABLE upgraded AS SELECT * FROM pg_temp.definitions();
+
+-- Enough compared that a miss would show: members of every kind, and many parts.
+SELECT part, count(*) > 0 AS compared
+  FROM (SELECT CASE WHEN part LIKE 'column%' THEN 'column' WHEN part LIKE 'constraint%' THEN 'constraint'
+                    WHEN part LIKE 'index%' THEN 'index' WHEN part LIKE 'configuration%' THEN 'configuration table'
+                    ELSE part END AS part FROM fresh) f
+ WHERE part IN ('function', 'column', 'constraint', 'index', 'type', 'schema', 'sequence', 'configuration table')
+ GROUP BY 1 ORDER BY 1;
+SELECT (SELECT count(*) FROM fresh) > 250 AS many_parts, (SELECT count(*) FROM fresh) = (SELECT count(*) FROM upgraded) AS same_count;
+-- The differences: none.
+(SELECT 'only after install' AS side, object, part, definition FROM fresh
+ EXCEPT SELECT 'only after install', object, part, definition FROM upgraded)
 UNION ALL
-(SELECT 'only after upgrade', object FROM upgraded EXCEPT SELECT 'only after upgrade', object FROM fresh)
-ORDER BY 1, 2;
+(SELECT 'only after upgrade', object, part, definition FROM upgraded
+ EXCEPT SELECT 'only after upgrade', object, part, definition FROM fresh)
+ORDER BY 2, 3, 1;
+
+-- The 0.2.0 stream's data came through, and the current functions see it.
+SELECT t, count(*) AS rows_changed_or_lost FROM (
+  SELECT t, r FROM before_data
+  EXCEPT
+  (SELECT 'offsets', to_jsonb(o) - 'updated_at' FROM lakehouse.offsets o
+   UNION ALL SELECT 'dead_letters', to_jsonb(d) - 'created_at' FROM lakehouse.dead_letters d
+   UNION ALL SELECT 'stream_progress', to_jsonb(p) - 'started_at' - 'committed_at' FROM lakehouse.stream_progress p
+   UNION ALL SELECT 'bronze', to_jsonb(b) - 'ingested_at' FROM bronze.old b)) x GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS rows_kept FROM before_data;
+SELECT stream, kafka_partition, next_offset, state FROM lakehouse.stream_status() ORDER BY 1, 2;
+SELECT kafka_key, raw_value, reason FROM lakehouse.dead_letters WHERE stream = 'old';
+-- It is still registered: its name cannot be taken by a new stream until it is dropped.
+SELECT lakehouse.create_stream('old', 'upgrade.other');
+SELECT lakehouse.drop_stream('old', true);
+SELECT count(*) AS left_behind FROM lakehouse.offsets WHERE stream = 'old';
+SELECT to_regclass('bronze.old') AS bronze_table;
 
 -- A 0.3.0 installation with a silver table and the recentchange pipeline upgrades, and
 -- both go on where they stood: the tables' functions are written anew (per-partition
