@@ -77,4 +77,74 @@ INSERT INTO lakehouse.stream_log (stream, event, detail) VALUES ('q', 'offsets_r
 INSERT INTO bronze.q (kafka_partition, kafka_offset, payload, batch_id) SELECT 0, o, '{}', 2 FROM generate_series(15, 19) o;
 UPDATE lakehouse.offsets SET next_offset = 20 WHERE stream = 'q';
 SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:q';
+
+-- Every stream function called with bad arguments (NULLs, unknown streams, negative
+-- partitions and offsets, empty and invalid names): the SQLSTATE, the message and the
+-- hint of each refusal (none may be XX000, an error without an errcode), or "no error"
+-- with the call's result. stream_status() takes no argument. No broker is reached (the
+-- refusals come first; 127.0.0.1:1 would fail to connect otherwise). Afterwards nothing
+-- has changed.
+CREATE TEMP TABLE bad_calls (n serial, call text);
+INSERT INTO bad_calls (call) VALUES
+  ($$lakehouse.create_stream(NULL, 't', '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('x', NULL, '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('x', 't', '127.0.0.1:1', start_from => NULL)$$),
+  ($$lakehouse.create_stream('', 't', '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('q', 't', '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('x', '', '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('x', 'no spaces', '127.0.0.1:1')$$),
+  ($$lakehouse.create_stream('x', 't', '')$$),
+  ($$lakehouse.start_stream(NULL)$$),
+  ($$lakehouse.start_stream('nope')$$),
+  ($$lakehouse.stop_stream(NULL)$$),
+  ($$lakehouse.stop_stream('nope')$$),
+  ($$lakehouse.drop_stream(NULL)$$),
+  ($$lakehouse.drop_stream('nope')$$),
+  ($$lakehouse.drop_stream('nope', NULL)$$),
+  ($$lakehouse.reset_offsets(NULL, 0, 0)$$),
+  ($$lakehouse.reset_offsets('q', NULL, 20)$$),
+  ($$lakehouse.reset_offsets('q', 0, NULL)$$),
+  ($$lakehouse.reset_offsets('nope', 0, 0)$$),
+  ($$lakehouse.reset_offsets('q', -1, 20)$$),
+  ($$lakehouse.reset_offsets('q', 7, 20)$$),
+  ($$lakehouse.reset_offsets('q', 0, -5)$$),
+  ($$lakehouse.kafka_watermarks(NULL, '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_watermarks('no spaces', '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_offsets_for_time(NULL, now(), '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_offsets_for_time('t', NULL, '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_offsets_for_time('', now(), '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_offsets_for_time('no spaces', now(), '127.0.0.1:1')$$),
+  ($$lakehouse.kafka_offsets_for_time('t', now(), '')$$);
+CREATE TEMP TABLE before_bad_calls AS
+SELECT (SELECT string_agg(s::text, ';' ORDER BY s.name) FROM lakehouse.streams s) AS streams,
+       (SELECT string_agg(o::text, ';' ORDER BY o.stream, o.kafka_partition) FROM lakehouse.offsets o) AS offsets,
+       (SELECT count(*) FROM lakehouse.stream_log) AS log_rows,
+       (SELECT count(*) FROM lakehouse.dead_letters) AS dead_letters,
+       (SELECT count(*) FROM pg_tables WHERE schemaname = 'bronze') AS bronze_tables;
+DO $$
+DECLARE
+  c record; result text; state text; msg text; hint text;
+BEGIN
+  FOR c IN SELECT * FROM bad_calls ORDER BY n LOOP
+    BEGIN
+      EXECUTE 'SELECT count(*) || '' row(s): '' || coalesce(string_agg(coalesce(r::text, ''NULL''), '', ''), '''') FROM ' || c.call || ' r' INTO result;
+      RAISE NOTICE '%: no error, %', c.call, result;
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, msg = MESSAGE_TEXT, hint = PG_EXCEPTION_HINT;
+      RAISE NOTICE '%: % %', c.call, state, msg;
+      RAISE NOTICE '  hint: %', coalesce(nullif(hint, ''), '(none)');
+    END;
+  END LOOP;
+END $$;
+SELECT b.streams IS NOT DISTINCT FROM a.streams AS streams_unchanged,
+       b.offsets IS NOT DISTINCT FROM a.offsets AS offsets_unchanged,
+       a.log_rows - b.log_rows AS new_log_rows,
+       a.dead_letters - b.dead_letters AS new_dead_letters,
+       a.bronze_tables - b.bronze_tables AS new_bronze_tables
+  FROM before_bad_calls b,
+       (SELECT (SELECT string_agg(s::text, ';' ORDER BY s.name) FROM lakehouse.streams s) AS streams,
+               (SELECT string_agg(o::text, ';' ORDER BY o.stream, o.kafka_partition) FROM lakehouse.offsets o) AS offsets,
+               (SELECT count(*) FROM lakehouse.stream_log) AS log_rows,
+               (SELECT count(*) FROM lakehouse.dead_letters) AS dead_letters,
+               (SELECT count(*) FROM pg_tables WHERE schemaname = 'bronze') AS bronze_tables) a;
 DROP EXTENSION lakehouse CASCADE;

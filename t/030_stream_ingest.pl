@@ -8,6 +8,8 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Digest::MD5 qw(md5_hex);
+use Time::Local qw(timegm);
 use LakehouseTest;
 
 my $brokers = lh_brokers();
@@ -44,7 +46,7 @@ is($node->safe_psql('postgres', "SELECT to_regclass('canary') IS NOT NULL"), 't'
 
 # --- The scenario: good events and every kind of poison, shuffled, on every partition.
 my $poison = lh_poison_kinds();
-my (@records, %expected_dead, %good_ids, %published);
+my (@records, %expected_dead, %dead_bytes, %good_ids, %published);
 my $seq = 0;
 for my $p (0 .. $partitions - 1)
 {
@@ -65,7 +67,7 @@ for my $p (0 .. $partitions - 1)
 	{
 		my ($key, $value, $kind) = @{ $msgs[$offset] };
 		push @records, [ $p, $key, $value ];
-		if (defined $kind) { $expected_dead{"$p/$offset"} = $kind; }
+		if (defined $kind) { $expected_dead{"$p/$offset"} = $kind; $dead_bytes{"$p/$offset"} = [ $key, $value ]; }
 		else { $good_ids{ ($value =~ /"seq":(\d+)\}$/)[0] } = 1; }
 	}
 	$published{$p} = scalar(@msgs);
@@ -99,6 +101,20 @@ is($node->safe_psql('postgres', q{
 	SELECT count(*) FROM lakehouse.dead_letters
 	 WHERE stream = 'wiki' AND reason LIKE 'value contains a NUL byte' AND position('\x00'::bytea IN raw_value) > 0}),
 	$partitions, 'raw bytes are kept as they came');
+# Every dead letter holds the key and the value exactly as published (NULL for none),
+# the key that is not UTF-8 among them.
+my $digest = sub { defined $_[0] ? md5_hex($_[0]) . '/' . length($_[0]) : 'null' };
+my %stored_bytes = map { my ($p, $o, $k, $v) = split /\|/; ("$p/$o" => "$k $v") } split /\n/, $node->safe_psql('postgres', q{
+	SELECT kafka_partition, kafka_offset, coalesce(md5(kafka_key) || '/' || length(kafka_key), 'null'),
+	       coalesce(md5(raw_value) || '/' || length(raw_value), 'null')
+	  FROM lakehouse.dead_letters WHERE stream = 'wiki'});
+is_deeply(\%stored_bytes, { map { $_ => $digest->($dead_bytes{$_}[0]) . ' ' . $digest->($dead_bytes{$_}[1]) } keys %dead_bytes },
+	'every dead letter keeps the raw key and value bytes that were published');
+is(join(',', sort map { unpack('H*', $dead_bytes{$_}[0]) } grep { $expected_dead{$_} eq 'bad_key' } keys %expected_dead),
+	$node->safe_psql('postgres', q{
+		SELECT string_agg(encode(kafka_key, 'hex'), ',' ORDER BY encode(kafka_key, 'hex')) FROM lakehouse.dead_letters
+		 WHERE stream = 'wiki' AND reason = 'key is not valid UTF-8 text'}),
+	'the keys that are not UTF-8 are stored byte for byte (' . $partitions . ' of them)');
 
 # Every good event is in bronze once, with its payload intact.
 my @seqs = split /\n/, $node->safe_psql('postgres', "SELECT payload->>'seq' FROM bronze.wiki ORDER BY (payload->>'seq')::int");
@@ -260,20 +276,54 @@ like($err, qr/permission denied for function create_stream/, 'other roles cannot
 like($err, qr/permission denied for table offsets/, 'other roles cannot read the checkpoint');
 
 # --- An error that is not the data's fault (bronze table gone): the batch is not
-# committed, stream_status shows why, the worker retries, and once the table is back the
-# messages land, once.
+# committed, stream_status shows why, the worker retries from its last commit with a
+# backoff, and once the table is back the messages land, once. The backoff is the
+# launcher's: a worker that fails within 10 s of its start is started again after 2 s,
+# then 4 s, 8 s ... up to 60 s (the first failure, of a worker that ran long, is retried
+# at once).
 my $latest_rows = $node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest');
+my $log_offset = -s $node->logfile;
 $node->safe_psql('postgres', 'ALTER TABLE bronze.wiki_latest RENAME TO wiki_latest_away');
-lh_publish($brokers, $topic, [ map { [ $_ % $partitions, undef, lh_event('ingest-away', $seq++) ] } 1 .. 60 ]);
+my @away = map { [ $_ % $partitions, undef, lh_event('ingest-away', $seq++) ] } 1 .. 60;
+lh_publish($brokers, $topic, \@away);
 ok($node->poll_query_until('postgres',
 		"SELECT bool_and(last_error LIKE '%wiki_latest%does not exist%') FROM lakehouse.stream_status() WHERE stream = 'wiki_latest'"),
 	'a missing bronze table shows in stream_status as the error');
+# The attempts, counted in the server log (each ends in an ERROR naming the table) over a
+# window after the first: the sleep is the measurement, not a synchronisation.
+my $window = 10;
+sleep $window + 1;
+my @attempts;
+for my $line (split /\n/, slurp_file($node->logfile, $log_offset))
+{
+	next unless $line =~ /^(\d+)-(\d+)-(\d+) (\d+):(\d+):(\d+(?:\.\d+)?) \S+ \[\d+\] .*ERROR:.*wiki_latest.*does not exist/;
+	push @attempts, timegm(0, $5, $4, $3, $2 - 1, $1) + $6;
+}
+@attempts = grep { $_ <= $attempts[0] + $window } @attempts if @attempts;
+my @gaps = map { sprintf('%.1f', $attempts[$_] - $attempts[ $_ - 1 ]) } 1 .. $#attempts;
+my $shown = join(' ', @gaps[ 0 .. ($#gaps < 7 ? $#gaps : 7) ]) . (@gaps > 8 ? ' ...' : '');
+# With the schedule above: at 0, at once, 2 s and 4 s later (about 4 in 10 s). A worker
+# started again at once spins (dozens), one every launcher wake-up (1 s) makes 10 or more.
+cmp_ok(scalar(@attempts), '>=', 3, "the worker retries: " . scalar(@attempts) . " attempts in $window s (gaps in s: $shown)");
+cmp_ok(scalar(@attempts), '<=', 5, "and backs off instead of spinning: at most 5 attempts in $window s");
+cmp_ok($gaps[-1] // 0, '>=', 3, 'the wait between attempts grew to at least 3 s');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest_away'), $latest_rows,
 	'meanwhile nothing was written anywhere');
+like($node->safe_psql('postgres', q{SELECT DISTINCT last_error FROM lakehouse.stream_status() WHERE stream = 'wiki_latest'}),
+	qr/wiki_latest.*does not exist/, 'stream_status still shows the error after the retries');
 $node->safe_psql('postgres', 'ALTER TABLE bronze.wiki_latest_away RENAME TO wiki_latest');
 ok(lh_wait_caught_up($node, 'wiki_latest', $topic), 'with the table back the stream catches up');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest'), $latest_rows + 60,
 	'exactly the 60 messages published during the outage were added');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) || ',' || count(DISTINCT payload->>'seq') || ',' || count(DISTINCT (kafka_partition, kafka_offset))
+	  FROM bronze.wiki_latest WHERE payload->>'tag' = 'ingest-away'}),
+	join(',', (scalar(@away)) x 3), 'each of them once, at its own offset');
+my $away_high = lh_broker_high_watermarks($brokers, $topic, $partitions);
+is($node->safe_psql('postgres',
+		"SELECT string_agg(kafka_partition || ':' || next_offset, ' ' ORDER BY kafka_partition) FROM lakehouse.offsets WHERE stream = 'wiki_latest'"),
+	join(' ', map { "$_:$away_high->{$_}" } 0 .. $partitions - 1),
+	'the checkpoint equals the broker\'s high watermark (kcat)');
 
 # --- pg_dump keeps the registry and the checkpoint (pg_extension_config_dump).
 my ($dump_ok, $dump_out, $dump_err) = ('', '', '');
