@@ -13,13 +13,26 @@ topic/partition/offset, one data line, a blank line), and misbehaves on request:
   --rate N         send at most N events per second on each connection (in chunks of
                    N/100, sleeping after each, so no interval ever sees more than
                    N x its length plus one chunk), so a client is mid-stream for a while
+  --script A,B,... what to do with each request in turn (after the User-Agent check;
+                   requests past the end of the list are served normally):
+                     ok        serve from Last-Event-ID on, then stay open and silent
+                     close:K   K events, then close the connection between two frames
+                     drop:K    K events and half a frame, then close (a torn frame)
+                     stall:K   K events, then silence on the open connection, so only
+                               the client's read timeout can end it
+                     CODE      answer HTTP CODE (e.g. 503)
+                     CODE:S    the same with Retry-After: S (e.g. 429:2)
 
 Honours Last-Event-ID (resumes after that offset). Refuses, as Wikimedia does, a
 request without a User-Agent or with a generic library one (403). After the last
 event it keeps the connection open and silent, like a quiet stream.
 
 Prints the port it listens on as its first line of stdout; with --log FILE appends one
-JSON line per request (number, status, last_event_id, user_agent, accept).
+JSON line per request (number, status, last_event_id, user_agent, accept, action, and t,
+the arrival time in seconds on the server's monotonic clock, so a test can measure the
+client's waits between requests), and for a connection that close:, drop: or stall:
+ended another line {"n", "end": the action, "sent": complete frames, "last_id": the id
+of the last complete frame, "t": when it ended}.
 """
 import argparse
 import http.server
@@ -40,8 +53,16 @@ def main():
     ap.add_argument("--drop-after", type=int, default=-1)
     ap.add_argument("--status", type=int, default=0)
     ap.add_argument("--rate", type=int, default=0)
+    ap.add_argument("--script", default="")
     ap.add_argument("--log")
     args = ap.parse_args()
+    script = []
+    for item in filter(None, args.script.split(",")):
+        name, _, arg = item.partition(":")
+        if name in ("ok", "close", "drop", "stall") or name.isdigit():
+            script.append((name, int(arg) if arg else None))
+        else:
+            ap.error("unknown --script action " + item)
 
     with open(args.file, "rb") as f:
         events = [line.rstrip(b"\r\n") for line in f if line.strip()]
@@ -75,8 +96,10 @@ def main():
                 n = state["requests"]
             ua = self.headers.get("User-Agent", "")
             last = self.headers.get("Last-Event-ID")
+            action, arg = script[n - 1] if n <= len(script) else ("ok", None)
             entry = {"n": n, "last_event_id": last, "user_agent": ua,
-                     "accept": self.headers.get("Accept")}
+                     "accept": self.headers.get("Accept"), "action": action,
+                     "t": time.monotonic()}
             if not ua or ua.startswith(("curl/", "python-requests", "libcurl")):
                 entry["status"] = 403
                 log(entry)
@@ -85,6 +108,11 @@ def main():
                 entry["status"] = args.status
                 log(entry)
                 return self.plain(args.status, "configured failure")
+            if action.isdigit():
+                entry["status"] = int(action)
+                log(entry)
+                extra = [("Retry-After", str(arg))] if arg is not None else []
+                return self.plain(int(action), "scripted failure", extra)
             if args.fail_429 and n == 1:
                 entry["status"] = 429
                 log(entry)
@@ -107,6 +135,7 @@ def main():
             try:
                 self.wfile.write(b":ok\n\n")
                 sent = 0
+                last_id = None
                 chunk = max(1, args.rate // 100) if args.rate > 0 else 0
                 for i in range(start, len(events)):
                     ident = json.dumps([{"topic": TOPIC, "partition": 0, "offset": i}],
@@ -117,6 +146,16 @@ def main():
                                 and sent == args.drop_after)
                         if drop:
                             state["dropped"] = True
+                    if action != "ok" and sent == arg:
+                        self.wfile.flush()
+                        log({"n": n, "end": action, "sent": sent, "last_id": last_id,
+                             "t": time.monotonic()})
+                        if action == "stall":
+                            break
+                        drop = action == "drop"
+                        if not drop:
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
                     if drop:
                         self.wfile.write(frame[: len(frame) // 2])
                         self.wfile.flush()
@@ -124,6 +163,7 @@ def main():
                         return
                     self.wfile.write(frame)
                     sent += 1
+                    last_id = ident.decode()
                     if chunk and sent % chunk == 0:
                         self.wfile.flush()
                         time.sleep(chunk / args.rate)
