@@ -119,7 +119,7 @@ lakehouse_define_gucs(void)
 
 	DefineCustomIntVariable("lakehouse.max_batch_ms",
 							"Longest time a micro-batch stays open after its first message",
-							NULL,
+							"A batch closes earlier, as soon as librdkafka's queue runs dry; this bounds one that keeps receiving.",
 							&lakehouse_max_batch_ms,
 							100, 1, 600000,
 							PGC_SIGHUP, GUC_UNIT_MS,
