@@ -148,14 +148,16 @@ lh_kafka_check_topic_name(const char *topic)
 	if (len == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("topic must not be empty")));
+				 errmsg("topic must not be empty"),
+				 errhint("Name the Kafka topic, such as wiki.recentchange.")));
 	if (len > LH_KAFKA_TOPIC_MAX || strcmp(topic, ".") == 0 || strcmp(topic, "..") == 0 ||
 		strspn(topic, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_NAME),
 				 errmsg("invalid Kafka topic name \"%.*s%s\"", 64, topic, len > 64 ? "..." : ""),
 				 errdetail("Kafka topic names are 1 to %d ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\".",
-						   LH_KAFKA_TOPIC_MAX)));
+						   LH_KAFKA_TOPIC_MAX),
+				 errhint("Check the topic's spelling; kafka-topics.sh --list shows the broker's topics.")));
 }
 
 const char *

@@ -157,7 +157,8 @@ topic_arg(FunctionCallInfo fcinfo, int argno)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("topic must not be null")));
+				 errmsg("topic must not be null"),
+				 errhint("Name the Kafka topic, such as wiki.recentchange.")));
 	topic = text_to_cstring(PG_GETARG_TEXT_PP(argno));
 	lh_kafka_check_topic_name(topic);
 	return topic;
@@ -246,7 +247,8 @@ lakehouse_kafka_offsets_for_time(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("time must not be null")));
+				 errmsg("time must not be null"),
+				 errhint("Pass the timestamp to look up, such as now() - interval '1 hour'.")));
 	at = PG_GETARG_TIMESTAMPTZ(1);
 
 	InitMaterializedSRF(fcinfo, 0);

@@ -311,6 +311,8 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest_away'),
 	'meanwhile nothing was written anywhere');
 like($node->safe_psql('postgres', q{SELECT DISTINCT last_error FROM lakehouse.stream_status() WHERE stream = 'wiki_latest'}),
 	qr/wiki_latest.*does not exist/, 'stream_status still shows the error after the retries');
+ok($node->poll_query_until('postgres', q{SELECT bool_and(state = 'error') FROM lakehouse.stream_status() WHERE stream = 'wiki_latest'}),
+	'and the state error while the worker waits to retry (not starting)');
 $node->safe_psql('postgres', 'ALTER TABLE bronze.wiki_latest_away RENAME TO wiki_latest');
 ok(lh_wait_caught_up($node, 'wiki_latest', $topic), 'with the table back the stream catches up');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM bronze.wiki_latest'), $latest_rows + 60,

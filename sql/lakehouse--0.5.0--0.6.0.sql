@@ -1,0 +1,257 @@
+-- lakehouse 0.5.0 -> 0.6.0: bad calls to the stream functions are refused, each with an
+-- errcode, a message and a hint. start_stream, stop_stream and reset_offsets were STRICT, so
+-- a NULL argument did nothing without a word; drop_stream(NULL) failed inside with a
+-- not-null violation of stream_log, and drop_data => NULL dropped the stream and kept its
+-- data; reset_offsets named a partition when the stream itself did not exist.
+-- stream_status() shows 'error' for a stream whose worker failed and waits out its backoff
+-- (it said 'starting').
+-- The same definitions as in lakehouse--0.6.0.sql (the regress test `upgrade` compares them).
+\echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.6.0'" to load this file. \quit
+
+CREATE OR REPLACE FUNCTION lakehouse.start_stream(name text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF name IS NULL THEN
+    RAISE EXCEPTION 'name must not be null'
+      USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass a stream name; SELECT name FROM lakehouse.streams lists them.';
+  END IF;
+  UPDATE lakehouse.streams s SET enabled = true
+   WHERE s.name OPERATOR(pg_catalog.=) start_stream.name;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'stream "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.streams.';
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse.stop_stream(name text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  worker integer;
+BEGIN
+  IF name IS NULL THEN
+    RAISE EXCEPTION 'name must not be null'
+      USING ERRCODE = 'null_value_not_allowed', HINT = 'Pass a stream name; SELECT name FROM lakehouse.streams lists them.';
+  END IF;
+  UPDATE lakehouse.streams s SET enabled = false
+   WHERE s.name OPERATOR(pg_catalog.=) stop_stream.name
+  RETURNING s.worker_pid INTO worker;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'stream "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'See SELECT name FROM lakehouse.streams.';
+  END IF;
+  -- SIGTERM: the worker commits nothing half-done (its open batch transaction aborts).
+  IF worker IS NOT NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity a
+                                     WHERE a.pid OPERATOR(pg_catalog.=) worker
+                                       AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream') THEN
+    PERFORM pg_catalog.pg_terminate_backend(worker);
+  END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse.drop_stream(name text, drop_data boolean DEFAULT false) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF name IS NULL OR drop_data IS NULL THEN
+    RAISE EXCEPTION 'name and drop_data must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Pass a stream name, and drop_data => true to drop its bronze table and dead letters too (false keeps them).';
+  END IF;
+  PERFORM lakehouse.stop_stream(name);
+  DELETE FROM lakehouse.offsets o WHERE o.stream OPERATOR(pg_catalog.=) drop_stream.name;
+  DELETE FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) drop_stream.name;
+  IF drop_data THEN
+    EXECUTE format('DROP TABLE IF EXISTS bronze.%I', name);
+    DELETE FROM lakehouse.dead_letters d WHERE d.stream OPERATOR(pg_catalog.=) drop_stream.name;
+  END IF;
+  INSERT INTO lakehouse.stream_log (stream, event, detail)
+  VALUES (name, 'dropped', jsonb_build_object('drop_data', drop_data));
+END $$;
+
+CREATE OR REPLACE FUNCTION lakehouse.create_stream(name text, topic text, brokers text DEFAULT NULL::text, start_from text DEFAULT 'earliest'::text) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  start_at timestamptz;
+BEGIN
+  IF name IS NULL OR topic IS NULL OR start_from IS NULL THEN
+    RAISE EXCEPTION 'name, topic and start_from must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'Leave start_from out for ''earliest''; brokers may be NULL (lakehouse.brokers).';
+  END IF;
+  IF name !~ '^[a-z_][a-z0-9_]{0,62}$' THEN
+    RAISE EXCEPTION 'invalid stream name "%"', name
+      USING ERRCODE = 'invalid_name',
+            DETAIL = 'A stream name becomes the table bronze.<name>: 1 to 63 lower-case letters, digits or underscores, not starting with a digit.',
+            HINT = 'Choose a name such as wiki_recentchange.';
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'stream "%" already exists', name
+      USING ERRCODE = 'duplicate_object',
+            HINT = 'Drop it first with lakehouse.drop_stream(), or pick another name.';
+  END IF;
+  IF to_regclass(format('bronze.%I', name)) IS NOT NULL THEN
+    RAISE EXCEPTION 'table bronze.% already exists', name
+      USING ERRCODE = 'duplicate_table',
+            HINT = 'A dropped stream keeps its data; rename or drop that table, or pick another name.';
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.dead_letters d WHERE d.stream OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'lakehouse.dead_letters still holds dead letters of an earlier stream "%"', name
+      USING ERRCODE = 'duplicate_object',
+            DETAIL = 'A stream resumes after the last offset it stored, bronze rows and dead letters alike: a new stream of that name would skip the offsets below them.',
+            HINT = pg_catalog.format('Keep them elsewhere and have a superuser DELETE FROM lakehouse.dead_letters WHERE stream = %L, or pick another name.', name);
+  END IF;
+  IF EXISTS (SELECT 1 FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name) THEN
+    RAISE EXCEPTION 'silver tables are still declared over an earlier stream "%"', name
+      USING ERRCODE = 'dependent_objects_still_exist',
+            DETAIL = pg_catalog.format('%s would go on reading the new stream as if it were the old one.',
+                                       (SELECT pg_catalog.string_agg('silver.' || t.name, ', ' ORDER BY t.name)
+                                          FROM lakehouse.silver_tables t WHERE t.stream OPERATOR(pg_catalog.=) create_stream.name)),
+            HINT = 'Drop them first with lakehouse.drop_silver() (the recentchange pipeline with lakehouse.drop_recentchange_pipeline()), or pick another name.';
+  END IF;
+  IF start_from NOT IN ('earliest', 'latest') THEN
+    BEGIN
+      start_at := start_from::timestamptz;
+    EXCEPTION WHEN OTHERS THEN
+      RAISE EXCEPTION 'invalid start_from "%"', start_from
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Use ''earliest'', ''latest'' or a timestamp such as ''2026-11-29 08:00:00+00''.';
+    END;
+  END IF;
+
+  INSERT INTO lakehouse.streams (name, topic, brokers, start_from)
+  VALUES (name, topic, brokers, start_from);
+  -- An earlier stream of this name may have left its checks' positions: this stream's
+  -- checks start from its own beginning.
+  DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('bronze_offsets_once:' || name);
+  DELETE FROM lakehouse.stream_progress p WHERE p.stream OPERATOR(pg_catalog.=) create_stream.name;
+
+  -- Resolve the start to concrete offsets now, so a crash before the first commit cannot
+  -- move it (a 'latest' resolved again later would skip what arrived in between). This
+  -- also proves the topic exists and the brokers answer.
+  IF start_at IS NULL THEN
+    INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset)
+    SELECT name, w.partition, CASE WHEN start_from = 'earliest' THEN w.low ELSE w.high END
+      FROM lakehouse.kafka_watermarks(topic, brokers) w;
+  ELSE
+    INSERT INTO lakehouse.offsets (stream, kafka_partition, next_offset)
+    SELECT name, t.partition, t.next_offset
+      FROM lakehouse.kafka_offsets_for_time(topic, start_at, brokers) t;
+  END IF;
+
+  EXECUTE format($t$
+    CREATE TABLE bronze.%I (
+        kafka_partition integer NOT NULL,
+        kafka_offset    bigint NOT NULL,
+        kafka_timestamp timestamptz,
+        kafka_key       text,
+        payload         jsonb NOT NULL,
+        batch_id        bigint NOT NULL,
+        ingested_at     timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (kafka_partition, kafka_offset)
+    )$t$, name);
+  EXECUTE format('COMMENT ON TABLE bronze.%I IS %L', name,
+                 format('raw messages of Kafka topic %s, written by lakehouse stream %s', topic, name));
+
+  INSERT INTO lakehouse.stream_log (stream, event, detail)
+  VALUES (name, 'created', jsonb_build_object('topic', topic, 'brokers', brokers, 'start_from', start_from,
+          'offsets', (SELECT jsonb_object_agg(o.kafka_partition, o.next_offset) FROM lakehouse.offsets o
+                       WHERE o.stream OPERATOR(pg_catalog.=) create_stream.name)));
+END $_$;
+
+CREATE OR REPLACE FUNCTION lakehouse.reset_offsets(name text, kafka_partition integer, next_offset bigint) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  old record;
+  data_next bigint;
+  was_enabled boolean;
+BEGIN
+  IF name IS NULL OR kafka_partition IS NULL OR next_offset IS NULL THEN
+    RAISE EXCEPTION 'name, kafka_partition and next_offset must not be null'
+      USING ERRCODE = 'null_value_not_allowed',
+            HINT = 'SELECT * FROM lakehouse.stream_status() shows each partition''s next offset.';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) reset_offsets.name) THEN
+    RAISE EXCEPTION 'stream "%" does not exist', name
+      USING ERRCODE = 'undefined_object', HINT = 'SELECT name FROM lakehouse.streams lists them.';
+  END IF;
+  SELECT o.next_offset, o.error INTO old FROM lakehouse.offsets o
+   WHERE o.stream OPERATOR(pg_catalog.=) reset_offsets.name
+     AND o.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition
+   FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'stream "%" has no partition %', name, kafka_partition
+      USING ERRCODE = 'undefined_object',
+            HINT = pg_catalog.format('SELECT kafka_partition FROM lakehouse.offsets WHERE stream = %L lists its partitions.', name);
+  END IF;
+  IF next_offset < 0 THEN
+    RAISE EXCEPTION 'next_offset must not be negative' USING ERRCODE = 'invalid_parameter_value',
+      HINT = 'Kafka offsets start at 0; lakehouse.kafka_watermarks() gives where the broker begins.';
+  END IF;
+  -- What the worker would resume from: after the partition's last bronze row or dead letter.
+  IF pg_catalog.to_regclass(pg_catalog.format('bronze.%I', name)) IS NOT NULL THEN
+    EXECUTE pg_catalog.format('SELECT pg_catalog.max(b.kafka_offset) + 1 FROM bronze.%I b WHERE b.kafka_partition = $1', name)
+      INTO data_next USING kafka_partition;
+  END IF;
+  data_next := GREATEST(data_next, (SELECT pg_catalog.max(d.kafka_offset) + 1 FROM lakehouse.dead_letters d
+                                     WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
+                                       AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+  IF next_offset < data_next THEN
+    RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
+      USING ERRCODE = 'invalid_parameter_value',
+            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows and dead letters), so a reset to %s would be undone.', next_offset),
+            HINT = pg_catalog.format('To read offsets from %s again, delete the partition''s bronze rows and dead letters from there on first (or drop the stream and create it again).', next_offset);
+  END IF;
+  UPDATE lakehouse.offsets o SET next_offset = reset_offsets.next_offset, error = NULL, updated_at = pg_catalog.now()
+   WHERE o.stream OPERATOR(pg_catalog.=) reset_offsets.name
+     AND o.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition;
+  SELECT s.enabled INTO was_enabled FROM lakehouse.streams s WHERE s.name OPERATOR(pg_catalog.=) reset_offsets.name;
+  INSERT INTO lakehouse.stream_log (stream, event, detail)
+  -- "from" is where the worker would have resumed: after its data when the data is ahead
+  -- of the stored offset, so that the offsets check counts the skipped offsets once.
+  VALUES (name, 'offsets_reset', pg_catalog.jsonb_build_object('partition', kafka_partition,
+          'from', GREATEST(old.next_offset, data_next), 'to', next_offset, 'error_cleared', old.error,
+          'restarted', was_enabled));
+  -- A running worker re-reads its offsets on restart; a stopped stream stays stopped.
+  IF was_enabled THEN
+    PERFORM lakehouse.stop_stream(name);
+    PERFORM lakehouse.start_stream(name);
+  END IF;
+END $_$;
+
+CREATE OR REPLACE FUNCTION lakehouse.stream_status() RETURNS TABLE(stream text, kafka_partition integer, next_offset bigint, high_watermark bigint, lag bigint, worker_pid integer, state text, last_commit timestamp with time zone, last_error text)
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  -- One broker round trip per stream (MATERIALIZED: not one per partition row).
+  WITH w AS MATERIALIZED (
+    SELECT s.name, x.partition, x.high
+      FROM lakehouse.streams s,
+           LATERAL lakehouse._watermarks_or_nothing(s.topic, s.brokers) x
+  )
+  SELECT s.name, o.kafka_partition, o.next_offset, w.high, w.high - o.next_offset,
+         a.pid,
+         CASE WHEN NOT s.enabled THEN 'stopped'
+              WHEN o.error IS NOT NULL THEN 'partition stopped'
+              WHEN a.pid IS NULL AND s.state OPERATOR(pg_catalog.=) 'error' THEN 'error'
+              WHEN a.pid IS NULL THEN 'starting'
+              ELSE s.state END,
+         (SELECT max(p.committed_at) FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) s.name),
+         coalesce(o.error, s.last_error)
+    FROM lakehouse.streams s
+    JOIN lakehouse.offsets o ON o.stream OPERATOR(pg_catalog.=) s.name
+    LEFT JOIN w ON w.name OPERATOR(pg_catalog.=) s.name
+               AND w.partition OPERATOR(pg_catalog.=) o.kafka_partition
+    LEFT JOIN pg_catalog.pg_stat_activity a
+           ON a.pid OPERATOR(pg_catalog.=) s.worker_pid
+          AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream'
+   ORDER BY s.name, o.kafka_partition
+$$;
