@@ -1,7 +1,7 @@
 # A micro-batch closes as soon as librdkafka's queue runs dry, not when
 # lakehouse.max_batch_ms runs out (issue 10, item 17: freshness was set by the batch
 # window, not by the work). With max_batch_ms at ten minutes, a few messages must land in
-# bronze within seconds, each group in its own batch; a worker that waited out the window
+# bronze within seconds, each group in batches of its own; a worker that waited out the window
 # would commit nothing before the deadline. The backlog side (batches filling up to
 # max_batch_messages while the queue stays full) is checked here too, and its speed by
 # benchmarks/bench_ingest.
@@ -45,8 +45,9 @@ for my $group (1 .. 3)
 	my $secs = Time::HiRes::time() - $t0;
 	is($landed, $sent, sprintf('group %d (%d messages) landed in bronze %.1f s after publishing, with max_batch_ms at 10 minutes', $group, $n, $secs));
 }
-is( $node->safe_psql('postgres', q{SELECT count(*) FROM lakehouse.stream_progress WHERE stream = 'dry'}),
-	3, 'one batch per group: each closed when the queue ran dry');
+# A group's two partitions may come in separate fetch responses: one or two batches each.
+my $batches_small = $node->safe_psql('postgres', q{SELECT count(*) FROM lakehouse.stream_progress WHERE stream = 'dry'});
+ok($batches_small >= 3 && $batches_small <= 6, "each group committed in its own one or two batches ($batches_small for 3 groups)");
 
 # A backlog: published while the stream is stopped, read in batches that fill up to
 # max_batch_messages (the queue does not run dry between them), every offset once.
