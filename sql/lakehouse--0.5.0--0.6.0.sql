@@ -4,7 +4,8 @@
 -- not-null violation of stream_log, and drop_data => NULL dropped the stream and kept its
 -- data; reset_offsets named a partition when the stream itself did not exist.
 -- stream_status() shows 'error' for a stream whose worker failed and waits out its backoff
--- (it said 'starting').
+-- (it said 'starting'), and finds the last commit through stream_progress's primary key
+-- (batches may now be many: they close when librdkafka's queue runs dry).
 -- The same definitions as in lakehouse--0.6.0.sql (the regress test `upgrade` compares them).
 \echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.6.0'" to load this file. \quit
 
@@ -240,11 +241,13 @@ CREATE OR REPLACE FUNCTION lakehouse.stream_status() RETURNS TABLE(stream text, 
          a.pid,
          CASE WHEN NOT s.enabled THEN 'stopped'
               WHEN o.error IS NOT NULL THEN 'partition stopped'
-              WHEN a.pid IS NULL AND s.state OPERATOR(pg_catalog.=) 'error' THEN 'error'
+              WHEN a.pid IS NULL AND (s.state OPERATOR(pg_catalog.=) 'error' OR s.last_error IS NOT NULL) THEN 'error'
               WHEN a.pid IS NULL THEN 'starting'
               ELSE s.state END,
-         (SELECT max(p.committed_at) FROM lakehouse.stream_progress p
-           WHERE p.stream OPERATOR(pg_catalog.=) s.name),
+         -- The newest batch by the primary key (batches commit in batch_id order), not
+         -- a max() over every batch the stream kept.
+         (SELECT p.committed_at FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) s.name ORDER BY p.batch_id DESC LIMIT 1),
          coalesce(o.error, s.last_error)
     FROM lakehouse.streams s
     JOIN lakehouse.offsets o ON o.stream OPERATOR(pg_catalog.=) s.name

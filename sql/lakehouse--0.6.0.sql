@@ -1994,11 +1994,13 @@ CREATE FUNCTION lakehouse.stream_status() RETURNS TABLE(stream text, kafka_parti
          a.pid,
          CASE WHEN NOT s.enabled THEN 'stopped'
               WHEN o.error IS NOT NULL THEN 'partition stopped'
-              WHEN a.pid IS NULL AND s.state OPERATOR(pg_catalog.=) 'error' THEN 'error'
+              WHEN a.pid IS NULL AND (s.state OPERATOR(pg_catalog.=) 'error' OR s.last_error IS NOT NULL) THEN 'error'
               WHEN a.pid IS NULL THEN 'starting'
               ELSE s.state END,
-         (SELECT max(p.committed_at) FROM lakehouse.stream_progress p
-           WHERE p.stream OPERATOR(pg_catalog.=) s.name),
+         -- The newest batch by the primary key (batches commit in batch_id order), not
+         -- a max() over every batch the stream kept.
+         (SELECT p.committed_at FROM lakehouse.stream_progress p
+           WHERE p.stream OPERATOR(pg_catalog.=) s.name ORDER BY p.batch_id DESC LIMIT 1),
          coalesce(o.error, s.last_error)
     FROM lakehouse.streams s
     JOIN lakehouse.offsets o ON o.stream OPERATOR(pg_catalog.=) s.name

@@ -7,11 +7,13 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS lakehouse CASCADE;
 RESET client_min_messages;
 
--- Every member of the extension and, per member, each part of its definition: columns in
--- order (type, default, NOT NULL, collation), constraints, indexes, triggers, views,
--- sequences, whole function definitions (body, settings, security, volatility), composite
--- types' attributes, privileges and comments. ACL entries are sorted: the order GRANTs
--- ran in is not part of the definition.
+-- Every member of the extension and, per member, each part of its definition: owner,
+-- columns in order (type, default, NOT NULL, collation, storage, statistics target),
+-- constraints, indexes, triggers, rules, row security and its policies,
+-- sequences and what owns them, whole function definitions (body, settings, security,
+-- volatility), composite types' attributes, privileges (and the initial privileges pg_dump
+-- goes by), comments (on constraints, indexes and triggers too). ACL entries are sorted:
+-- the order GRANTs ran in is not part of the definition.
 CREATE FUNCTION pg_temp.acl(a aclitem[]) RETURNS text LANGUAGE sql AS
   $$ SELECT coalesce(string_agg(x::text, ',' ORDER BY x::text), '-') FROM unnest(a) x $$;
 CREATE FUNCTION pg_temp.definitions()
@@ -23,44 +25,61 @@ RETURNS TABLE (object text, part text, definition text) LANGUAGE sql AS $$
        rel AS (SELECT m.object, c.* FROM m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid)
   SELECT m.object, 'member', m.classid::regclass::text FROM m
   UNION ALL
-  SELECT r.object, 'relation', format('kind %s, persistence %s, options %s, acl %s, comment %s', r.relkind, r.relpersistence,
-                                      r.reloptions, pg_temp.acl(r.relacl), obj_description(r.oid, 'pg_class'))
+  SELECT m.object, 'initial privileges ' || i.objsubid, i.privtype::text || ' ' || pg_temp.acl(i.initprivs)
+    FROM m JOIN pg_init_privs i ON i.classoid = m.classid AND i.objoid = m.objid
+  UNION ALL
+  SELECT r.object, 'relation', format('kind %s, persistence %s, access method %s, options %s, row security %s/%s, replica identity %s, owner %s, acl %s, comment %s',
+                                      r.relkind, r.relpersistence, (SELECT a.amname FROM pg_am a WHERE a.oid = r.relam), r.reloptions,
+                                      r.relrowsecurity, r.relforcerowsecurity, r.relreplident, r.relowner::regrole,
+                                      pg_temp.acl(r.relacl), obj_description(r.oid, 'pg_class'))
     FROM rel r
   UNION ALL
   SELECT r.object, format('column %s: %s', row_number() OVER (PARTITION BY r.oid ORDER BY a.attnum), a.attname),
-         format('%s, not null %s, default %s, collation %s, identity "%s", generated "%s", acl %s, comment %s',
+         format('%s, not null %s, default %s, collation %s, identity "%s", generated "%s", storage %s, compression "%s", statistics %s, acl %s, comment %s',
                 format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(ad.adbin, ad.adrelid),
                 CASE WHEN a.attcollation <> 0 THEN a.attcollation::regcollation::text END, a.attidentity, a.attgenerated,
+                a.attstorage, a.attcompression, a.attstattarget,
                 pg_temp.acl(a.attacl), col_description(r.oid, a.attnum))
     FROM rel r JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
     LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
   UNION ALL
-  SELECT r.object, 'constraint ' || k.conname, pg_get_constraintdef(k.oid)
+  SELECT r.object, 'constraint ' || k.conname, pg_get_constraintdef(k.oid) || ', comment ' || coalesce(obj_description(k.oid, 'pg_constraint'), '-')
     FROM rel r JOIN pg_constraint k ON k.conrelid = r.oid
   UNION ALL
-  SELECT r.object, 'index ' || i.relname, pg_get_indexdef(i.oid)
+  SELECT r.object, 'index ' || i.relname, pg_get_indexdef(i.oid) || ', comment ' || coalesce(obj_description(i.oid, 'pg_class'), '-')
     FROM rel r JOIN pg_index x ON x.indrelid = r.oid JOIN pg_class i ON i.oid = x.indexrelid
   UNION ALL
-  SELECT r.object, 'trigger ' || t.tgname, pg_get_triggerdef(t.oid)
+  SELECT r.object, 'trigger ' || t.tgname, pg_get_triggerdef(t.oid) || ', comment ' || coalesce(obj_description(t.oid, 'pg_trigger'), '-')
     FROM rel r JOIN pg_trigger t ON t.tgrelid = r.oid AND NOT t.tgisinternal
+  UNION ALL
+  SELECT r.object, 'rule ' || w.rulename, pg_get_ruledef(w.oid)
+    FROM rel r JOIN pg_rewrite w ON w.ev_class = r.oid AND w.rulename <> '_RETURN'
+  UNION ALL
+  SELECT r.object, 'policy ' || p.polname, format('%s %s to %s using %s check %s', p.polcmd, p.polpermissive, p.polroles::regrole[],
+                                                   pg_get_expr(p.polqual, p.polrelid), pg_get_expr(p.polwithcheck, p.polrelid))
+    FROM rel r JOIN pg_policy p ON p.polrelid = r.oid
   UNION ALL
   SELECT r.object, 'view', pg_get_viewdef(r.oid) FROM rel r WHERE r.relkind IN ('v', 'm')
   UNION ALL
-  SELECT r.object, 'sequence', format('%s start %s increment %s min %s max %s cache %s cycle %s', s.seqtypid::regtype,
-                                      s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle)
+  SELECT r.object, 'sequence', format('%s start %s increment %s min %s max %s cache %s cycle %s, owned by %s', s.seqtypid::regtype,
+                                      s.seqstart, s.seqincrement, s.seqmin, s.seqmax, s.seqcache, s.seqcycle,
+                                      (SELECT pg_describe_object(d.refclassid, d.refobjid, d.refobjsubid) FROM pg_depend d
+                                        WHERE d.classid = 'pg_class'::regclass AND d.objid = r.oid AND d.deptype IN ('a', 'i')
+                                          AND d.refclassid = 'pg_class'::regclass))
     FROM rel r JOIN pg_sequence s ON s.seqrelid = r.oid
   UNION ALL
-  SELECT m.object, 'function', format('%s acl %s, comment %s', pg_get_functiondef(p.oid), pg_temp.acl(p.proacl),
-                                      obj_description(p.oid, 'pg_proc'))
+  SELECT m.object, 'function', format('%s owner %s, acl %s, comment %s', pg_get_functiondef(p.oid), p.proowner::regrole,
+                                      pg_temp.acl(p.proacl), obj_description(p.oid, 'pg_proc'))
     FROM m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
   UNION ALL
-  SELECT m.object, 'type', format('%s (%s) acl %s, comment %s', t.typtype,
-                                  (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+  SELECT m.object, 'type', format('%s (%s) owner %s, acl %s, comment %s', t.typtype,
+                                  (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+                                                     || coalesce(' collate ' || nullif(a.attcollation, 0)::regcollation::text, ''), ', ' ORDER BY a.attnum)
                                      FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped),
-                                  pg_temp.acl(t.typacl), obj_description(t.oid, 'pg_type'))
+                                  t.typowner::regrole, pg_temp.acl(t.typacl), obj_description(t.oid, 'pg_type'))
     FROM m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
   UNION ALL
-  SELECT m.object, 'schema', format('acl %s, comment %s', pg_temp.acl(n.nspacl), obj_description(n.oid, 'pg_namespace'))
+  SELECT m.object, 'schema', format('owner %s, acl %s, comment %s', n.nspowner::regrole, pg_temp.acl(n.nspacl), obj_description(n.oid, 'pg_namespace'))
     FROM m JOIN pg_namespace n ON m.classid = 'pg_namespace'::regclass AND n.oid = m.objid
   UNION ALL
   SELECT 'extension lakehouse', 'configuration table ' || c.relname, coalesce(e.extcondition[i], '')
@@ -108,6 +127,9 @@ SELECT part, count(*) > 0 AS compared
                     ELSE part END AS part FROM fresh) f
  WHERE part IN ('function', 'column', 'constraint', 'index', 'type', 'schema', 'sequence', 'configuration table')
  GROUP BY 1 ORDER BY 1;
+-- Members of a kind pg_temp.definitions() does not describe would only be compared by name.
+SELECT object, definition AS catalog FROM fresh
+ WHERE part = 'member' AND definition NOT IN ('pg_class', 'pg_proc', 'pg_type', 'pg_namespace');
 SELECT (SELECT count(*) FROM fresh) > 250 AS many_parts, (SELECT count(*) FROM fresh) = (SELECT count(*) FROM upgraded) AS same_count;
 -- The differences: none.
 (SELECT 'only after install' AS side, object, part, definition FROM fresh
@@ -133,6 +155,19 @@ SELECT lakehouse.create_stream('old', 'upgrade.other');
 SELECT lakehouse.drop_stream('old', true);
 SELECT count(*) AS left_behind FROM lakehouse.offsets WHERE stream = 'old';
 SELECT to_regclass('bronze.old') AS bronze_table;
+
+-- An installation from an earlier version's own full install script (0.5.0, the first to
+-- ship one), updated, ends the same as a fresh install too.
+DROP EXTENSION lakehouse;
+CREATE EXTENSION lakehouse VERSION '0.5.0';
+ALTER EXTENSION lakehouse UPDATE;
+CREATE TEMP TABLE upgraded_from_full AS SELECT * FROM pg_temp.definitions();
+(SELECT 'only after install' AS side, object, part, definition FROM fresh
+ EXCEPT SELECT 'only after install', object, part, definition FROM upgraded_from_full)
+UNION ALL
+(SELECT 'only after 0.5.0 and update', object, part, definition FROM upgraded_from_full
+ EXCEPT SELECT 'only after 0.5.0 and update', object, part, definition FROM fresh)
+ORDER BY 2, 3, 1;
 
 -- A 0.3.0 installation with a silver table and the recentchange pipeline upgrades, and
 -- both go on where they stood: the tables' functions are written anew (per-partition

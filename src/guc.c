@@ -21,6 +21,7 @@ char	   *lakehouse_allowed_brokers = NULL;
 char	   *lakehouse_database = NULL;
 int			lakehouse_max_batch_messages = 10000;
 int			lakehouse_max_batch_ms = 100;
+int			lakehouse_batch_linger_ms = 20;
 int			lakehouse_max_batch_bytes_kb = 64 * 1024;
 char	   *lakehouse_kafka_config = NULL;
 int			lakehouse_watermark_s = 600;
@@ -122,6 +123,21 @@ lakehouse_define_gucs(void)
 							"A batch closes earlier, as soon as librdkafka's queue runs dry; this bounds one that keeps receiving.",
 							&lakehouse_max_batch_ms,
 							100, 1, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	/*
+	 * A batch closes when librdkafka's queue runs dry, but not before it is this old: a
+	 * trickle spread over many partitions arrives in many small fetch responses, and a
+	 * commit for each (a WAL flush, an offsets update, a stream_progress row) would cost
+	 * more than the few milliseconds of latency this adds. At most one batch per linger
+	 * while messages keep arriving.
+	 */
+	DefineCustomIntVariable("lakehouse.batch_linger_ms",
+							"Shortest time a micro-batch stays open after its first message when the queue runs dry",
+							"Bounds the commits per second of a trickle of messages; 0 commits as soon as the queue is empty.",
+							&lakehouse_batch_linger_ms,
+							20, 0, 10000,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 

@@ -9,6 +9,7 @@ extern char *lakehouse_database;
 extern char *lakehouse_allowed_brokers;
 extern int	lakehouse_max_batch_messages;
 extern int	lakehouse_max_batch_ms;
+extern int	lakehouse_batch_linger_ms;
 extern int	lakehouse_max_batch_bytes_kb;
 extern char *lakehouse_kafka_config;
 extern int	lakehouse_watermark_s;

@@ -324,15 +324,27 @@ recheck_brokers(void)
 	note_client_error();
 }
 
+/* Milliseconds since the batch's first message. */
+static long
+batch_age_ms(TimestampTz first_at)
+{
+	long		secs;
+	int			usecs;
+
+	TimestampDifference(first_at, GetCurrentTimestamp(), &secs, &usecs);
+	return secs * 1000 + usecs / 1000;
+}
+
 /*
  * Collects a micro-batch: what librdkafka has handed over, up to max_batch_messages or
- * max_batch_bytes. The batch closes as soon as the consumer's queue runs dry: librdkafka
- * hands over whole fetch responses, so an empty queue means the batch holds everything
- * that has arrived, and waiting longer would only add latency (a steady stream commits
- * what came, and what arrives during that commit makes the next batch). During a backlog
- * the queue stays full and batches fill up to their limits. max_batch_ms is the upper
- * bound for a batch that keeps receiving without the queue ever running dry. Returns the
- * count; 0 after an idle wake-up.
+ * max_batch_bytes. The batch closes when the consumer's queue runs dry once it is
+ * batch_linger_ms old: everything fetched so far is in it, and waiting longer would only
+ * add latency (a steady stream commits what came, and what arrives during that commit
+ * makes the next batch). The linger keeps a trickle over many partitions, which arrives
+ * in many small fetch responses, from costing a commit each. While the queue holds
+ * messages (a backlog) batches fill up to their limits; max_batch_ms bounds a batch that
+ * keeps receiving without the queue running dry. Returns the count; 0 after an idle
+ * wake-up.
  */
 static int
 collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
@@ -342,38 +354,41 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 	size_t		max_bytes = (size_t) lakehouse_max_batch_bytes_kb * 1024;
 	TimestampTz first_at = 0;
 	bool		idle_waited = false;
+	uint32		polled = 0;
 
 	for (;;)
 	{
 		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(kc->rk, 0);
+		long		age_ms;
 
 		if (rkm != NULL)
 		{
 			StreamPartition *p;
 
+			polled++;
 			if (rkm->err)
 			{
 				handle_consumer_error(rkm);
 				rd_kafka_message_destroy(rkm);
-				continue;
 			}
-			p = find_partition(rkm->partition);
-			/* Below the committed offset: already in bronze (a re-delivery). */
-			if (p == NULL || p->stopped || rkm->offset < p->next_offset)
+			else if ((p = find_partition(rkm->partition)) == NULL || p->stopped ||
+					 rkm->offset < p->next_offset)
 			{
+				/* Below the committed offset: already in bronze (a re-delivery). */
 				rd_kafka_message_destroy(rkm);
-				continue;
 			}
-			msgs[n++] = rkm;
-			ninflight = n;
-			bytes += rkm->len + rkm->key_len;
-			if (n == 1)
-				*first_out = first_at = GetCurrentTimestamp();
-			if (n >= max_msgs || bytes >= max_bytes)
-				return n;
-			/* The clock is read every 256 messages: cheap, and fine-grained enough. */
-			if ((n & 255) == 0 &&
-				TimestampDifferenceExceeds(first_at, GetCurrentTimestamp(), lakehouse_max_batch_ms))
+			else
+			{
+				msgs[n++] = rkm;
+				ninflight = n;
+				bytes += rkm->len + rkm->key_len;
+				if (n == 1)
+					*first_out = first_at = GetCurrentTimestamp();
+				if (n >= max_msgs || bytes >= max_bytes)
+					return n;
+			}
+			/* The clock is read every 256 messages, re-deliveries included: cheap enough. */
+			if (n > 0 && (polled & 255) == 0 && batch_age_ms(first_at) >= lakehouse_max_batch_ms)
 				return n;
 			continue;
 		}
@@ -381,7 +396,13 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 		lh_kafka_drain_logs(kc);
 		note_client_error();
 		if (n > 0)
-			return n;			/* the queue ran dry: commit what arrived */
+		{
+			age_ms = batch_age_ms(first_at);
+			if (age_ms >= lakehouse_batch_linger_ms || age_ms >= lakehouse_max_batch_ms)
+				return n;		/* the queue ran dry: commit what arrived */
+			wait_for_messages(Min(lakehouse_batch_linger_ms, lakehouse_max_batch_ms) - age_ms);
+			continue;
+		}
 		if (idle_waited)
 			return 0;			/* nothing arrived: let the main loop do housekeeping */
 		wait_for_messages(IDLE_WAKE_MS);

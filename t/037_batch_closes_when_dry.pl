@@ -45,9 +45,28 @@ for my $group (1 .. 3)
 	my $secs = Time::HiRes::time() - $t0;
 	is($landed, $sent, sprintf('group %d (%d messages) landed in bronze %.1f s after publishing, with max_batch_ms at 10 minutes', $group, $n, $secs));
 }
-# A group's two partitions may come in separate fetch responses: one or two batches each.
-my $batches_small = $node->safe_psql('postgres', q{SELECT count(*) FROM lakehouse.stream_progress WHERE stream = 'dry'});
-ok($batches_small >= 3 && $batches_small <= 6, "each group committed in its own one or two batches ($batches_small for 3 groups)");
+# No batch mixes two groups, and every group has its own (one, or one per partition when
+# the partitions' messages come more than the linger apart).
+my ($batches_small, $mixed) = split /\|/, $node->safe_psql('postgres', q{
+	SELECT count(*), count(*) FILTER (WHERE groups > 1)
+	  FROM (SELECT batch_id, count(DISTINCT payload->>'group') AS groups FROM bronze.dry GROUP BY batch_id) b});
+is($mixed, 0, "no batch holds two groups ($batches_small batches for 3 groups)");
+cmp_ok($batches_small, '>=', 3, 'each group committed on its own');
+
+# The linger (lakehouse.batch_linger_ms): with it at 2 s, two bursts 0.3 s apart make one
+# batch, though the queue runs dry between them; a trickle does not cost a commit per
+# arrival.
+$node->safe_psql('postgres', q{ALTER SYSTEM SET lakehouse.batch_linger_ms = '2s'; SELECT pg_reload_conf()});
+sleep 2;    # the idle worker reads the reload within a second (IDLE_WAKE_MS)
+my $before_bursts = $node->safe_psql('postgres', q{SELECT coalesce(max(batch_id), 0) FROM lakehouse.stream_progress WHERE stream = 'dry'});
+lh_publish($brokers, $topic, [ map { [ $_ % 2, undef, qq({"burst":1,"i":$_}) ] } 1 .. 4 ]);
+Time::HiRes::sleep(0.3);
+lh_publish($brokers, $topic, [ map { [ $_ % 2, undef, qq({"burst":2,"i":$_}) ] } 1 .. 4 ]);
+$sent += 8;
+ok($node->poll_query_until('postgres', "SELECT count(*) = $sent FROM bronze.dry"), 'both bursts landed');
+is($node->safe_psql('postgres', qq{SELECT count(*) FROM lakehouse.stream_progress WHERE stream = 'dry' AND batch_id > $before_bursts}),
+	1, 'in one batch: it stayed open for the linger although the queue ran dry between the bursts');
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET lakehouse.batch_linger_ms; SELECT pg_reload_conf()});
 
 # A backlog: published while the stream is stopped, read in batches that fill up to
 # max_batch_messages (the queue does not run dry between them), every offset once.

@@ -58,9 +58,15 @@ sub publish
 	return;
 }
 
+# The silver worker's PID, once the launcher has started it (after a crash it starts the
+# launcher first, which then starts the silver worker).
 sub silver_worker_pid
 {
-	return $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'});
+	$node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'})
+	  or die "no silver worker runs after $PostgreSQL::Test::Utils::timeout_default s\n";
+	my $pid = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'});
+	die "no silver worker PID: '$pid'\n" unless $pid =~ /^\d+$/;
+	return $pid;
 }
 
 # Silver has read every committed bronze batch and holds every published event.

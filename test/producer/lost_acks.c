@@ -323,12 +323,19 @@ proxy_connect(int sockfd, const struct sockaddr *addr, int addrlen, const char *
 	if (p->listener < 0 ||
 		bind(p->listener, (struct sockaddr *) &local, sizeof(local)) != 0 ||
 		listen(p->listener, 1) != 0 ||
-		getsockname(p->listener, (struct sockaddr *) &local, &local_len) != 0 ||
-		pthread_create(&t, NULL, accept_one, p) != 0)
+		getsockname(p->listener, (struct sockaddr *) &local, &local_len) != 0)
 	{
 		err = errno ? errno : EIO;
 		if (p->listener >= 0)
 			close(p->listener);
+		free(p);
+		return err;
+	}
+	/* pthread_create returns its error; it does not set errno. */
+	err = pthread_create(&t, NULL, accept_one, p);
+	if (err != 0)
+	{
+		close(p->listener);
 		free(p);
 		return err;
 	}

@@ -59,6 +59,8 @@ def main():
     script = []
     for item in filter(None, args.script.split(",")):
         name, _, arg = item.partition(":")
+        if name in ("close", "drop", "stall") and not arg.isdigit():
+            ap.error("--script action %s needs a count of events, as in %s:3" % (item, name))
         if name in ("ok", "close", "drop", "stall") or name.isdigit():
             script.append((name, int(arg) if arg else None))
         else:
