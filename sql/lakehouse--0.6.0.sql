@@ -1,11 +1,11 @@
 -- lakehouse 0.6.0, full install script: what CREATE EXTENSION lakehouse runs for 0.6.0
 -- (PostgreSQL takes a version's own install script over the chain of upgrades).
 --
--- Made once from the upgrade chain (lakehouse--0.1.0.sql and each --A--B.sql up to 0.5.0,
--- run as plain SQL and dumped with pg_dump --schema-only), then given the parts pg_dump does
--- not write (the role, the configuration tables' registration, MODULE_PATHNAME). From here
--- on it is kept by hand: a new version copies it to lakehouse--X.sql and edits it, and
--- writes the upgrade script beside it. Never regenerate it from the chain: the regress test
+-- A copy of lakehouse--0.5.0.sql (made once from the upgrade chain with pg_dump
+-- --schema-only, plus the parts pg_dump does not write: the role, the configuration tables'
+-- registration, MODULE_PATHNAME) with 0.6.0's functions edited in, as
+-- lakehouse--0.5.0--0.6.0.sql writes them. Kept by hand: a new version copies it to
+-- lakehouse--X.sql and edits it, and writes the upgrade script beside it. Never regenerate it from the chain: the regress test
 -- `upgrade` installs from this file and from 0.1.0 upgraded step by step and compares the
 -- two object by object (column types, defaults, constraints, indexes, triggers, function
 -- definitions, privileges, comments); two independent paths are what lets it fail.

@@ -87,6 +87,20 @@ RETURNS TABLE (object text, part text, definition text) LANGUAGE sql AS $$
    WHERE e.extname = 'lakehouse' AND c.oid = e.extconfig[i]
 $$;
 
+-- The parts that differ between the fresh install (the temporary table fresh) and another
+-- set of definitions, each labelled with the side it is found on.
+CREATE FUNCTION pg_temp.differences(other regclass, other_side text)
+RETURNS TABLE (side text, object text, part text, definition text) LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY EXECUTE format(
+    '(SELECT %1$L, f.object, f.part, f.definition FROM fresh f
+      EXCEPT SELECT %1$L, o.object, o.part, o.definition FROM %2$s o)
+     UNION ALL
+     (SELECT %3$L, o.object, o.part, o.definition FROM %2$s o
+      EXCEPT SELECT %3$L, f.object, f.part, f.definition FROM fresh f)
+     ORDER BY 2, 3, 1', 'only after install', other, other_side);
+END $$;
+
 -- The current version ships its own install script (without it CREATE EXTENSION would run
 -- the chain too, and the comparison below would be of a path with itself).
 SELECT (pg_stat_file(format('%s/extension/lakehouse--%s.sql', c.setting, e.default_version))).size > 0 AS full_script_shipped
@@ -132,12 +146,7 @@ SELECT object, definition AS catalog FROM fresh
  WHERE part = 'member' AND definition NOT IN ('pg_class', 'pg_proc', 'pg_type', 'pg_namespace');
 SELECT (SELECT count(*) FROM fresh) > 250 AS many_parts, (SELECT count(*) FROM fresh) = (SELECT count(*) FROM upgraded) AS same_count;
 -- The differences: none.
-(SELECT 'only after install' AS side, object, part, definition FROM fresh
- EXCEPT SELECT 'only after install', object, part, definition FROM upgraded)
-UNION ALL
-(SELECT 'only after upgrade', object, part, definition FROM upgraded
- EXCEPT SELECT 'only after upgrade', object, part, definition FROM fresh)
-ORDER BY 2, 3, 1;
+SELECT * FROM pg_temp.differences('upgraded', 'only after upgrade');
 
 -- The 0.2.0 stream's data came through, and the current functions see it.
 SELECT t, count(*) AS rows_changed_or_lost FROM (
@@ -162,12 +171,7 @@ DROP EXTENSION lakehouse;
 CREATE EXTENSION lakehouse VERSION '0.5.0';
 ALTER EXTENSION lakehouse UPDATE;
 CREATE TEMP TABLE upgraded_from_full AS SELECT * FROM pg_temp.definitions();
-(SELECT 'only after install' AS side, object, part, definition FROM fresh
- EXCEPT SELECT 'only after install', object, part, definition FROM upgraded_from_full)
-UNION ALL
-(SELECT 'only after 0.5.0 and update', object, part, definition FROM upgraded_from_full
- EXCEPT SELECT 'only after 0.5.0 and update', object, part, definition FROM fresh)
-ORDER BY 2, 3, 1;
+SELECT * FROM pg_temp.differences('upgraded_from_full', 'only after 0.5.0 and update');
 
 -- A 0.3.0 installation with a silver table and the recentchange pipeline upgrades, and
 -- both go on where they stood: the tables' functions are written anew (per-partition

@@ -340,8 +340,9 @@ batch_age_ms(TimestampTz first_at)
  * max_batch_bytes. The batch closes when the consumer's queue runs dry once it is
  * batch_linger_ms old: everything fetched so far is in it, and waiting longer would only
  * add latency (a steady stream commits what came, and what arrives during that commit
- * makes the next batch). The linger keeps a trickle over many partitions, which arrives
- * in many small fetch responses, from costing a commit each. While the queue holds
+ * makes the next batch). A linger (0 by default: it costs freshness) keeps a trickle over
+ * many partitions, which arrives in many small fetch responses, from costing a commit
+ * each. While the queue holds
  * messages (a backlog) batches fill up to their limits; max_batch_ms bounds a batch that
  * keeps receiving without the queue running dry. Returns the count; 0 after an idle
  * wake-up.
@@ -359,7 +360,6 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 	for (;;)
 	{
 		rd_kafka_message_t *rkm = rd_kafka_consumer_poll(kc->rk, 0);
-		long		age_ms;
 
 		if (rkm != NULL)
 		{
@@ -397,10 +397,12 @@ collect_batch(rd_kafka_message_t **msgs, int max_msgs, TimestampTz *first_out)
 		note_client_error();
 		if (n > 0)
 		{
-			age_ms = batch_age_ms(first_at);
-			if (age_ms >= lakehouse_batch_linger_ms || age_ms >= lakehouse_max_batch_ms)
-				return n;		/* the queue ran dry: commit what arrived */
-			wait_for_messages(Min(lakehouse_batch_linger_ms, lakehouse_max_batch_ms) - age_ms);
+			/* The queue ran dry: commit what arrived, once the batch is old enough. */
+			long		wait_ms = Min(lakehouse_batch_linger_ms, lakehouse_max_batch_ms) - batch_age_ms(first_at);
+
+			if (wait_ms <= 0)
+				return n;
+			wait_for_messages(wait_ms);
 			continue;
 		}
 		if (idle_waited)

@@ -33,15 +33,7 @@ for my $group (1 .. 3)
 	my $t0 = Time::HiRes::time();
 	lh_publish($brokers, $topic, [ map { [ $_ % 2, undef, qq({"group":$group,"i":$_}) ] } 1 .. $n ]);
 	$sent += $n;
-	my $bg = $node->background_psql('postgres');
-	my $landed;
-	while (Time::HiRes::time() - $t0 < 60)
-	{
-		$landed = $bg->query_safe('SELECT count(*) FROM bronze.dry');
-		last if $landed == $sent;
-		select(undef, undef, undef, 0.02);
-	}
-	$bg->quit;
+	my $landed = lh_wait_beyond($node, 'SELECT count(*) FROM bronze.dry', $sent - 1);
 	my $secs = Time::HiRes::time() - $t0;
 	is($landed, $sent, sprintf('group %d (%d messages) landed in bronze %.1f s after publishing, with max_batch_ms at 10 minutes', $group, $n, $secs));
 }

@@ -19,7 +19,7 @@ lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
 # The worker must still be busy with a chunk when it is killed. A batch closes as soon as
 # librdkafka's queue runs dry, so a worker faster than the publisher would keep up and every
 # kill would be inconclusive; a 100 ms linger paces it as the 100 ms batch window did
-# before lakehouse 0.6.0 (batches of at most 100 messages, one per 100 ms at the least).
+# before lakehouse 0.6.0 (a batch closes at 100 messages, or after 100 ms once the queue is dry).
 my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\nlakehouse.batch_linger_ms = 100\n"
 	  . "lakehouse.max_message_bytes = '64kB'\nrestart_after_crash = on\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');

@@ -294,15 +294,7 @@ my $live_file = "$tmp/live.jsonl";
 run_producer('--generate', $live_events, '--out', $live_file, '--seed', 7) == 0 or die 'generate failed';
 my $drop_after = 20 + int(rand(30));
 my $server_log = "$tmp/sse_server.log";
-my $server_out = '';
-my $server = IPC::Run::start(
-	[
-		'python3', $server_script, '--file', $live_file, '--fail-429', '--drop-after', $drop_after,
-		'--log', $server_log
-	],
-	'>', \$server_out, '2>', "$tmp/sse_server.err", IPC::Run::timeout(300));
-$server->pump until $server_out =~ /^(\d+)\n/;
-my $url = "http://127.0.0.1:$1/v2/stream/recentchange";
+my ($server, $url) = start_stand_in($live_file, $server_log, '--fail-429', '--drop-after', $drop_after);
 
 my $live_topic = lh_unique_name('producer_live');
 lh_create_topic($kafka_dir, $live_topic, 3);
@@ -603,15 +595,7 @@ my $crash_events = @crash_ids;
 my %offset_of;
 @offset_of{@crash_ids} = 0 .. $#crash_ids;
 
-$server_out = '';
-$server = IPC::Run::start(
-	[
-		'python3', $server_script, '--file', $crash_file, '--rate', $pace,
-		'--log', "$tmp/sse_crash.log"
-	],
-	'>', \$server_out, '2>', "$tmp/sse_crash.err", IPC::Run::timeout(300));
-$server->pump until $server_out =~ /^(\d+)\n/;
-my $crash_url = "http://127.0.0.1:$1/v2/stream/recentchange";
+($server, my $crash_url) = start_stand_in($crash_file, "$tmp/sse_crash.log", '--rate', $pace);
 my $crash_topic = lh_unique_name('producer_crash');
 lh_create_topic($kafka_dir, $crash_topic, 3);
 my $crash_state = "$tmp/crash.state";

@@ -93,22 +93,11 @@ for my $round (1 .. 5)
 	publish(3);
 
 	# The pass that admits them, seen committed (asynchronously) by another session.
-	my $bg = $node->background_psql('postgres');
-	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
-	my $seen;
-	for (;;)
-	{
-		$seen = $bg->query_safe(qq{
-			SELECT p.pass_id || '|' || p.started_at FROM lakehouse.silver_progress p
-			 WHERE p.silver = 'edits' AND p.pass_id > $passes_before
-			   AND (SELECT count(*) FROM silver.edits) = $published
-			 ORDER BY p.pass_id DESC LIMIT 1});
-		last if $seen ne '';
-		die "round $round: no pass admitted the new events within $PostgreSQL::Test::Utils::timeout_default s\n" if time > $deadline;
-		select(undef, undef, undef, 0.005);
-	}
-	$bg->quit;
-	my ($pass_id, $started_at) = split /\|/, $seen;
+	my $pass_id = lh_wait_beyond($node, qq{
+		SELECT coalesce(max(p.pass_id), 0) FROM lakehouse.silver_progress p
+		 WHERE p.silver = 'edits' AND (SELECT count(*) FROM silver.edits) = $published}, $passes_before);
+	my $started_at = $node->safe_psql('postgres', qq{
+		SELECT started_at FROM lakehouse.silver_progress WHERE silver = 'edits' AND pass_id = $pass_id});
 
 	my $log_offset = -s $node->logfile;
 	kill 'KILL', $pid;

@@ -265,12 +265,6 @@ sub lh_wait_beyond
 	return wantarray ? ($seen, $at) : $seen;
 }
 
-# {partition => high watermark} for partitions 0 .. $partitions - 1, straight from the
-# broker with kcat, not through the code under test. With $at_ms (milliseconds since the
-# epoch) and a topic created with message.timestamp.type=LogAppendTime: the high watermark
-# the broker had at that moment, that is the first offset appended at or after it (the
-# current end when nothing was appended since). Messages appended within that very
-# millisecond count as later.
 # {partition => offset} for @parts of $topic at $ts, straight from the broker (kcat -Q):
 # $ts in milliseconds since the epoch, or Kafka's -1 (the end) and -2 (the beginning).
 sub kcat_offsets
@@ -286,15 +280,20 @@ sub kcat_offsets
 	return \%off;
 }
 
+# {partition => high watermark} for partitions 0 .. $partitions - 1, straight from the
+# broker with kcat, not through the code under test. With $at_ms (milliseconds since the
+# epoch) and a topic created with message.timestamp.type=LogAppendTime: the high watermark
+# the broker had at that moment, that is the first offset appended at or after it (the
+# current end when nothing was appended since). Messages appended within that very
+# millisecond count as later.
 sub lh_broker_high_watermarks
 {
 	my ($brokers, $topic, $partitions, $at_ms) = @_;
-	my $query = sub { kcat_offsets($brokers, $topic, @_) };
-	my $high = $query->($at_ms // -1, 0 .. $partitions - 1);
+	my $high = kcat_offsets($brokers, $topic, $at_ms // -1, 0 .. $partitions - 1);
 	my @none_since = grep { $high->{$_} < 0 } keys %$high;
 	if (@none_since)
 	{
-		my $end = $query->(-1, @none_since);
+		my $end = kcat_offsets($brokers, $topic, -1, @none_since);
 		$high->{$_} = $end->{$_} for @none_since;
 	}
 	return $high;

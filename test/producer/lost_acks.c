@@ -63,6 +63,13 @@ typedef struct proxy
 	int			nproduce;
 } proxy;
 
+/* Kafka's protocol is big-endian. */
+static uint16_t
+get16(const unsigned char *p)
+{
+	return (uint16_t) ((p[0] << 8) | p[1]);
+}
+
 static uint32_t
 get32(const unsigned char *p)
 {
@@ -162,7 +169,7 @@ log_dropped(const unsigned char *f, size_t len, int32_t corr)
 
 	if (p + 6 <= end && get32(p) >= 1)
 	{
-		size_t		tlen = ((size_t) p[4] << 8) | p[5];
+		size_t		tlen = get16(p + 4);
 
 		p += 6;
 		if (tlen < sizeof(topic) && p + tlen + 18 <= end)
@@ -173,7 +180,7 @@ log_dropped(const unsigned char *f, size_t len, int32_t corr)
 			if (get32(p) >= 1)
 			{
 				partition = (int) get32(p + 4);
-				error = (int16_t) ((p[8] << 8) | p[9]);
+				error = (int16_t) get16(p + 8);
 				base = (long long) (((uint64_t) get32(p + 10) << 32) | get32(p + 14));
 			}
 		}
@@ -238,21 +245,21 @@ requests(void *arg)
 	while ((f = read_frame(p->client, &len)) != NULL)
 	{
 		/* Header: api_key, api_version, correlation_id, client_id (a string). */
-		if (len >= 14 && (int16_t) ((f[4] << 8) | f[5]) == API_PRODUCE)
+		if (len >= 14 && (int16_t) get16(f + 4) == API_PRODUCE)
 		{
-			int16_t		version = (int16_t) ((f[6] << 8) | f[7]);
-			size_t		client_len = ((size_t) f[12] << 8) | f[13];
+			int16_t		version = (int16_t) get16(f + 6);
+			size_t		client_len = get16(f + 12);
 			size_t		at = 14 + (client_len == 0xffff ? 0 : client_len);
 			int16_t		acks = -1;
 
 			if (version >= 3 && at + 2 <= len)
 			{
-				size_t		tid_len = ((size_t) f[at] << 8) | f[at + 1];
+				size_t		tid_len = get16(f + at);
 
 				at += 2 + (tid_len == 0xffff ? 0 : tid_len);
 			}
 			if (at + 2 <= len)
-				acks = (int16_t) ((f[at] << 8) | f[at + 1]);
+				acks = (int16_t) get16(f + at);
 			pthread_mutex_lock(&lock);
 			if (acks != 0 && p->nproduce < MAX_PENDING)
 				p->produce_ids[p->nproduce++] = (int32_t) get32(f + 8);
