@@ -16,11 +16,11 @@ use LakehouseTest;
 
 my $brokers = lh_brokers();
 lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
-# The worker must still be busy with a chunk when it is killed. A batch closes as soon as
-# librdkafka's queue runs dry, so a worker faster than the publisher would keep up and every
-# kill would be inconclusive; a 100 ms linger paces it as the 100 ms batch window did
-# before lakehouse 0.6.0 (a batch closes at 100 messages, or after 100 ms once the queue is dry).
-my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\nlakehouse.batch_linger_ms = 100\n"
+# The worker must still be busy with a chunk when it is killed. It keeps pace with a
+# publisher (a batch closes as soon as librdkafka's queue runs dry), so racing one is a tie
+# that a descheduled test process loses: a kill chunk's backlog is published while the
+# worker is held back (below), and the worker works through it in 100-message batches.
+my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\n"
 	  . "lakehouse.max_message_bytes = '64kB'\nrestart_after_crash = on\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 
@@ -34,8 +34,10 @@ $node->safe_psql('postgres', "SELECT lakehouse.create_stream('wiki', '$topic')")
 # --- The scenario: chunks of events, one chunk resent (a producer resume), poison spread in.
 my $chunks = 24;
 my $per_chunk = 1000;
-# Kill chunks are larger, so that the worker is still busy with them when it is killed.
-my $kill_chunk_size = 6000;
+# Kill chunks are larger, so that the worker is still busy with them when it is killed:
+# all but the last $live_tail of their messages wait for the worker as a backlog.
+my $kill_chunk_size = 12000;
+my $live_tail = 1000;
 my $poison = lh_poison_kinds();
 my @poison_kinds = sort keys %$poison;
 my (%times_published, %published, $n_dead);
@@ -72,10 +74,14 @@ $total += @$_ for @plan;
 note("backlog: $total messages in $chunks chunks; kills after chunks @kill_chunks"
 	  . " (server crash after $server_crash_chunk)");
 
+sub committed_rows_sql
+{
+	return "SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')";
+}
+
 sub committed_rows
 {
-	return $node->safe_psql('postgres',
-		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')");
+	return $node->safe_psql('postgres', committed_rows_sql());
 }
 
 sub worker_pid
@@ -92,12 +98,13 @@ my $kills = 0;
 for my $c (1 .. $chunks)
 {
 	my $records = $plan[ $c - 1 ];
-	my ($pid, $pm_pid, $pm_start);
+	my ($pid, $pm_pid, $pm_start, $hold, @children);
 	my $before = 0;
+	my @live = @$records;
 	if ($kill_after{$c})
 	{
 		# A kill chunk: wait until the worker has caught up, note its pid, then publish the
-		# chunk at once and kill as soon as the first of its batches has committed.
+		# chunk and kill as soon as the first of its batches has committed.
 		ok(lh_wait_caught_up($node, 'wiki', $topic), "before chunk $c the stream caught up")
 		  or die "the stream did not catch up before chunk $c\n";
 		$pid = worker_pid() // die "no stream worker before chunk $c";
@@ -106,9 +113,24 @@ for my $c (1 .. $chunks)
 		open my $fh, '<', $node->data_dir . '/postmaster.pid' or die "no postmaster.pid: $!";
 		chomp($pm_pid = <$fh>);
 		close $fh;
+		# The backlog: a session locks bronze so that the worker's next batch waits for it,
+		# the chunk's first messages are published meanwhile, and the lock goes.
+		$hold = $node->background_psql('postgres');
+		$hold->set_query_timer_restart;
+		$hold->query_safe('BEGIN; LOCK TABLE bronze.wiki IN SHARE MODE');
+		my @backlog = splice(@live, 0, @live - $live_tail);
+		lh_publish($brokers, $topic, \@backlog);
+		ok($node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
+			"chunk $c: the worker waits with a backlog of " . scalar(@backlog) . " messages behind it")
+		  or die "the worker did not wait for the lock on bronze.wiki before chunk $c\n";
+		# The whole server's processes, for a server crash: listed now, while nothing moves
+		# (listing takes longer than the worker needs for a batch).
+		@children = grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`
+		  if $c == $server_crash_chunk;
+		$hold->query_safe('COMMIT');
 	}
-	# Publishing runs while the worker ingests; a kill lands while both are busy.
-	my $publishing = lh_publish_start($brokers, $topic, $records);
+	# The rest is published while the worker ingests; a kill lands while both are busy.
+	my $publishing = lh_publish_start($brokers, $topic, \@live);
 	lh_publish_finish($publishing) unless $kill_after{$c};
 	for my $r (@$records)
 	{
@@ -117,15 +139,14 @@ for my $c (1 .. $chunks)
 	}
 	next unless $kill_after{$c};
 
-	lh_wait_beyond($node,
-		"SELECT (SELECT count(*) FROM bronze.wiki) + (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = 'wiki')", $before);
+	# The kill follows the chunk's first commit as closely as polling allows: through the
+	# session already open (a new connection would take longer than a few batches).
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	until ($hold->query_safe('SELECT (' . committed_rows_sql() . ") > $before") eq 't')
+	{
+		die "no batch of chunk $c committed within $PostgreSQL::Test::Utils::timeout_default s\n" if time > $deadline;
+	}
 	my $offset = -s $node->logfile;
-	# The server's processes are listed before the clock is read: listing them takes long
-	# enough for the worker to commit another batch, which would then count as committed
-	# "after" the kill's moment.
-	my @children = $c == $server_crash_chunk
-	  ? grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`
-	  : ();
 	# Just before the kill, so what the broker held then is at most what it held at the kill.
 	my $kill_ms = int(Time::HiRes::time() * 1000);
 	if ($c == $server_crash_chunk)
@@ -163,6 +184,7 @@ for my $c (1 .. $chunks)
 		  or die "the server did not accept connections again after the kill";
 	}
 	$kills++;
+	eval { $hold->quit };    # its backend died with the others
 	# What the killed worker had committed: every batch whose transaction began before the
 	# worker that runs now was started, after the kill (the restarted worker has gone on since).
 	my $pid_after = worker_pid() // die "no stream worker after the kill after chunk $c";
