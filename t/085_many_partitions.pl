@@ -16,7 +16,9 @@ lh_seed();
 # glibc fills freed memory with this byte (and new memory with its complement), so a read
 # after free sees garbage at once instead of whatever happened to stay there.
 local $ENV{MALLOC_PERTURB_} = 165;
-my $node = lh_node('many_partitions');
+# librdkafka hands over what it fetched partition by partition, and a batch closes when its
+# queue runs dry: a 2 s linger keeps the first batch open until most partitions are in it.
+my $node = lh_node('many_partitions', conf => "lakehouse.batch_linger_ms = 2000\nlakehouse.max_batch_ms = 2000\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 my $topic = lh_unique_name('many');
 my $partitions = 400;
