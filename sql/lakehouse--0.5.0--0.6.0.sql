@@ -6,6 +6,9 @@
 -- stream_status() shows 'error' for a stream whose worker failed and waits out its backoff
 -- (it said 'starting'), and finds the last commit through stream_progress's primary key
 -- (batches may now be many: they close when librdkafka's queue runs dry).
+-- Offsets passed without a message (transaction markers, aborted records) are recorded in
+-- lakehouse.skipped_offsets; the offsets check, reset_offsets() and a re-created stream
+-- know them.
 -- The same definitions as in lakehouse--0.6.0.sql (the regress test `upgrade` compares them).
 \echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.6.0'" to load this file. \quit
 
@@ -68,6 +71,7 @@ BEGIN
   IF drop_data THEN
     EXECUTE format('DROP TABLE IF EXISTS bronze.%I', name);
     DELETE FROM lakehouse.dead_letters d WHERE d.stream OPERATOR(pg_catalog.=) drop_stream.name;
+    DELETE FROM lakehouse.skipped_offsets k WHERE k.stream OPERATOR(pg_catalog.=) drop_stream.name;
   END IF;
   INSERT INTO lakehouse.stream_log (stream, event, detail)
   VALUES (name, 'dropped', jsonb_build_object('drop_data', drop_data));
@@ -127,10 +131,11 @@ BEGIN
 
   INSERT INTO lakehouse.streams (name, topic, brokers, start_from)
   VALUES (name, topic, brokers, start_from);
-  -- An earlier stream of this name may have left its checks' positions: this stream's
-  -- checks start from its own beginning.
+  -- An earlier stream of this name may have left its checks' positions, batches and the
+  -- offsets it passed without a message: this stream starts from its own beginning.
   DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('bronze_offsets_once:' || name);
   DELETE FROM lakehouse.stream_progress p WHERE p.stream OPERATOR(pg_catalog.=) create_stream.name;
+  DELETE FROM lakehouse.skipped_offsets k WHERE k.stream OPERATOR(pg_catalog.=) create_stream.name;
 
   -- Resolve the start to concrete offsets now, so a crash before the first commit cannot
   -- move it (a 'latest' resolved again later would skip what arrived in between). This
@@ -204,6 +209,10 @@ BEGIN
   data_next := GREATEST(data_next, (SELECT pg_catalog.max(d.kafka_offset) + 1 FROM lakehouse.dead_letters d
                                      WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
                                        AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+  -- and after the offsets it passed without a message (transaction markers, aborted records).
+  data_next := GREATEST(data_next, (SELECT pg_catalog.max(k.to_offset) FROM lakehouse.skipped_offsets k
+                                     WHERE k.stream OPERATOR(pg_catalog.=) reset_offsets.name
+                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
   IF next_offset < data_next THEN
     RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
       USING ERRCODE = 'invalid_parameter_value',
@@ -258,3 +267,97 @@ CREATE OR REPLACE FUNCTION lakehouse.stream_status() RETURNS TABLE(stream text, 
           AND a.backend_type OPERATOR(pg_catalog.=) 'lakehouse stream'
    ORDER BY s.name, o.kafka_partition
 $$;
+
+-- Offsets a worker passes without a message (a transactional producer's markers and
+-- aborted records, a compacted topic's removed records) are recorded with the batch that
+-- passed them, and the partition's next offset moves past them: lag reaches 0, and the
+-- offsets check counts them as explained.
+CREATE TABLE lakehouse.skipped_offsets (
+    stream text NOT NULL,
+    kafka_partition integer NOT NULL,
+    from_offset bigint NOT NULL,
+    to_offset bigint NOT NULL,
+    batch_id bigint NOT NULL,
+    CONSTRAINT skipped_offsets_check CHECK ((to_offset > from_offset))
+);
+COMMENT ON TABLE lakehouse.skipped_offsets IS 'offsets [from_offset, to_offset) of a partition that a stream''s worker passed without a message: a transactional producer''s commit and abort markers and aborted records, or records a compacted topic removed; committed with the batch that passed them';
+ALTER TABLE ONLY lakehouse.skipped_offsets
+    ADD CONSTRAINT skipped_offsets_pkey PRIMARY KEY (stream, kafka_partition, from_offset);
+GRANT SELECT ON TABLE lakehouse.skipped_offsets TO lakehouse_admin;
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.skipped_offsets', '');
+
+CREATE OR REPLACE FUNCTION lakehouse._check_bronze_offsets(s lakehouse.streams, OUT passed boolean, OUT detail text) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  cname text := 'bronze_offsets_once:' || s.name;
+  o record;
+  from_off bigint;
+  n_rows bigint;
+  n_dead bigint;
+  beyond bigint;
+  skipped bigint;
+  passed_by bigint;
+  problems text[] := '{}';
+  checked bigint := 0;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+                  WHERE i.indrelid = pg_catalog.to_regclass(pg_catalog.format('bronze.%I', s.name))
+                    AND i.indisprimary AND i.indisunique AND i.indisvalid) THEN
+    passed := false;
+    detail := pg_catalog.format('bronze.%s has no valid primary key on (kafka_partition, kafka_offset)', s.name);
+    RETURN;
+  END IF;
+  FOR o IN SELECT f.kafka_partition, f.next_offset, c.position
+             FROM lakehouse.offsets f
+             LEFT JOIN lakehouse.check_state c ON c.check_name = cname AND c.kafka_partition = f.kafka_partition
+            WHERE f.stream = s.name ORDER BY f.kafka_partition LOOP
+    from_off := o.position;
+    IF from_off IS NULL THEN
+      EXECUTE pg_catalog.format('SELECT LEAST((SELECT min(b.kafka_offset) FROM bronze.%I b WHERE b.kafka_partition = $1),
+                                              (SELECT min(d.kafka_offset) FROM lakehouse.dead_letters d
+                                                WHERE d.stream = $2 AND d.kafka_partition = $1),
+                                              (SELECT min(k.from_offset) FROM lakehouse.skipped_offsets k
+                                                WHERE k.stream = $2 AND k.kafka_partition = $1))', s.name)
+        INTO from_off USING o.kafka_partition, s.name;
+      from_off := coalesce(from_off, o.next_offset);
+    END IF;
+    EXECUTE pg_catalog.format('SELECT (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $2 AND b.kafka_offset < $3),
+                                      (SELECT count(*) FROM lakehouse.dead_letters d WHERE d.stream = $4 AND d.kafka_partition = $1
+                                          AND d.kafka_offset >= $2 AND d.kafka_offset < $3),
+                                      (SELECT count(*) FROM bronze.%1$I b WHERE b.kafka_partition = $1 AND b.kafka_offset >= $3)', s.name)
+      INTO n_rows, n_dead, beyond USING o.kafka_partition, from_off, o.next_offset, s.name;
+    -- Offsets skipped on purpose by reset_offsets() (logged in stream_log) are explained.
+    SELECT coalesce(pg_catalog.sum(GREATEST(0, LEAST((l.detail->>'to')::bigint, o.next_offset)
+                                               - GREATEST((l.detail->>'from')::bigint, from_off))), 0)
+      INTO skipped
+      FROM lakehouse.stream_log l
+     WHERE l.stream = s.name AND l.event = 'offsets_reset' AND (l.detail->>'partition')::integer = o.kafka_partition
+       AND (l.detail->>'to')::bigint > (l.detail->>'from')::bigint
+       AND l.id > (SELECT coalesce(pg_catalog.max(c.id), 0) FROM lakehouse.stream_log c
+                    WHERE c.stream = s.name AND c.event = 'created');
+    -- Offsets the worker passed without a message (transaction markers, aborted records,
+    -- compacted records) are explained.
+    SELECT coalesce(pg_catalog.sum(LEAST(k.to_offset, o.next_offset) - GREATEST(k.from_offset, from_off)), 0)
+      INTO passed_by
+      FROM lakehouse.skipped_offsets k
+     WHERE k.stream = s.name AND k.kafka_partition = o.kafka_partition
+       AND k.to_offset > from_off AND k.from_offset < o.next_offset;
+    checked := checked + (o.next_offset - from_off);
+    IF n_rows + n_dead + skipped + passed_by <> o.next_offset - from_off THEN
+      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters (%s skipped by reset_offsets, %s passed without a message), not %s',
+                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, skipped, passed_by, o.next_offset - from_off);
+    ELSIF beyond > 0 THEN
+      problems := problems || pg_catalog.format('partition %s: %s rows at or past next_offset %s',
+                                                o.kafka_partition, beyond, o.next_offset);
+    ELSE
+      INSERT INTO lakehouse.check_state AS c (check_name, kafka_partition, position)
+      VALUES (cname, o.kafka_partition, o.next_offset)
+      ON CONFLICT (check_name, kafka_partition) DO UPDATE SET position = excluded.position;
+    END IF;
+  END LOOP;
+  passed := pg_catalog.cardinality(problems) = 0;
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row, a dead letter or passed without a message once', checked)
+                 ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $_$;

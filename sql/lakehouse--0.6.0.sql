@@ -137,6 +137,7 @@ DECLARE
   n_dead bigint;
   beyond bigint;
   skipped bigint;
+  passed_by bigint;
   problems text[] := '{}';
   checked bigint := 0;
 BEGIN
@@ -155,7 +156,9 @@ BEGIN
     IF from_off IS NULL THEN
       EXECUTE pg_catalog.format('SELECT LEAST((SELECT min(b.kafka_offset) FROM bronze.%I b WHERE b.kafka_partition = $1),
                                               (SELECT min(d.kafka_offset) FROM lakehouse.dead_letters d
-                                                WHERE d.stream = $2 AND d.kafka_partition = $1))', s.name)
+                                                WHERE d.stream = $2 AND d.kafka_partition = $1),
+                                              (SELECT min(k.from_offset) FROM lakehouse.skipped_offsets k
+                                                WHERE k.stream = $2 AND k.kafka_partition = $1))', s.name)
         INTO from_off USING o.kafka_partition, s.name;
       from_off := coalesce(from_off, o.next_offset);
     END IF;
@@ -173,10 +176,17 @@ BEGIN
        AND (l.detail->>'to')::bigint > (l.detail->>'from')::bigint
        AND l.id > (SELECT coalesce(pg_catalog.max(c.id), 0) FROM lakehouse.stream_log c
                     WHERE c.stream = s.name AND c.event = 'created');
+    -- Offsets the worker passed without a message (transaction markers, aborted records,
+    -- compacted records) are explained.
+    SELECT coalesce(pg_catalog.sum(LEAST(k.to_offset, o.next_offset) - GREATEST(k.from_offset, from_off)), 0)
+      INTO passed_by
+      FROM lakehouse.skipped_offsets k
+     WHERE k.stream = s.name AND k.kafka_partition = o.kafka_partition
+       AND k.to_offset > from_off AND k.from_offset < o.next_offset;
     checked := checked + (o.next_offset - from_off);
-    IF n_rows + n_dead + skipped <> o.next_offset - from_off THEN
-      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters (%s skipped by reset_offsets), not %s; a transactional producer''s markers or a compacted topic also leave such gaps',
-                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, skipped, o.next_offset - from_off);
+    IF n_rows + n_dead + skipped + passed_by <> o.next_offset - from_off THEN
+      problems := problems || pg_catalog.format('partition %s: offsets %s to %s hold %s rows and %s dead letters (%s skipped by reset_offsets, %s passed without a message), not %s',
+                                                o.kafka_partition, from_off, o.next_offset - 1, n_rows, n_dead, skipped, passed_by, o.next_offset - from_off);
     ELSIF beyond > 0 THEN
       problems := problems || pg_catalog.format('partition %s: %s rows at or past next_offset %s',
                                                 o.kafka_partition, beyond, o.next_offset);
@@ -187,7 +197,7 @@ BEGIN
     END IF;
   END LOOP;
   passed := pg_catalog.cardinality(problems) = 0;
-  detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row or a dead letter once', checked)
+  detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row, a dead letter or passed without a message once', checked)
                  ELSE pg_catalog.array_to_string(problems, '; ') END;
 END $_$;
 
@@ -1417,10 +1427,11 @@ BEGIN
 
   INSERT INTO lakehouse.streams (name, topic, brokers, start_from)
   VALUES (name, topic, brokers, start_from);
-  -- An earlier stream of this name may have left its checks' positions: this stream's
-  -- checks start from its own beginning.
+  -- An earlier stream of this name may have left its checks' positions, batches and the
+  -- offsets it passed without a message: this stream starts from its own beginning.
   DELETE FROM lakehouse.check_state c WHERE c.check_name OPERATOR(pg_catalog.=) ('bronze_offsets_once:' || name);
   DELETE FROM lakehouse.stream_progress p WHERE p.stream OPERATOR(pg_catalog.=) create_stream.name;
+  DELETE FROM lakehouse.skipped_offsets k WHERE k.stream OPERATOR(pg_catalog.=) create_stream.name;
 
   -- Resolve the start to concrete offsets now, so a crash before the first commit cannot
   -- move it (a 'latest' resolved again later would skip what arrived in between). This
@@ -1535,6 +1546,7 @@ BEGIN
   IF drop_data THEN
     EXECUTE format('DROP TABLE IF EXISTS bronze.%I', name);
     DELETE FROM lakehouse.dead_letters d WHERE d.stream OPERATOR(pg_catalog.=) drop_stream.name;
+    DELETE FROM lakehouse.skipped_offsets k WHERE k.stream OPERATOR(pg_catalog.=) drop_stream.name;
   END IF;
   INSERT INTO lakehouse.stream_log (stream, event, detail)
   VALUES (name, 'dropped', jsonb_build_object('drop_data', drop_data));
@@ -1772,6 +1784,10 @@ BEGIN
   data_next := GREATEST(data_next, (SELECT pg_catalog.max(d.kafka_offset) + 1 FROM lakehouse.dead_letters d
                                      WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
                                        AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+  -- and after the offsets it passed without a message (transaction markers, aborted records).
+  data_next := GREATEST(data_next, (SELECT pg_catalog.max(k.to_offset) FROM lakehouse.skipped_offsets k
+                                     WHERE k.stream OPERATOR(pg_catalog.=) reset_offsets.name
+                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
   IF next_offset < data_next THEN
     RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
       USING ERRCODE = 'invalid_parameter_value',
@@ -2156,6 +2172,21 @@ CREATE TABLE lakehouse.silver_rejects (
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
 
+-- table lakehouse.skipped_offsets
+
+CREATE TABLE lakehouse.skipped_offsets (
+    stream text NOT NULL,
+    kafka_partition integer NOT NULL,
+    from_offset bigint NOT NULL,
+    to_offset bigint NOT NULL,
+    batch_id bigint NOT NULL,
+    CONSTRAINT skipped_offsets_check CHECK ((to_offset > from_offset))
+);
+
+-- comment lakehouse.TABLE skipped_offsets
+
+COMMENT ON TABLE lakehouse.skipped_offsets IS 'offsets [from_offset, to_offset) of a partition that a stream''s worker passed without a message: a transactional producer''s commit and abort markers and aborted records, or records a compacted topic removed; committed with the batch that passed them';
+
 -- table lakehouse.stream_log
 
 CREATE TABLE lakehouse.stream_log (
@@ -2236,6 +2267,11 @@ ALTER TABLE ONLY lakehouse.silver_rejects
 
 ALTER TABLE ONLY lakehouse.silver_tables
     ADD CONSTRAINT silver_tables_pkey PRIMARY KEY (name);
+
+-- constraint lakehouse.skipped_offsets skipped_offsets_pkey
+
+ALTER TABLE ONLY lakehouse.skipped_offsets
+    ADD CONSTRAINT skipped_offsets_pkey PRIMARY KEY (stream, kafka_partition, from_offset);
 
 -- constraint lakehouse.stream_log stream_log_pkey
 
@@ -2508,6 +2544,10 @@ GRANT SELECT ON TABLE lakehouse.silver_progress TO lakehouse_admin;
 
 GRANT SELECT ON TABLE lakehouse.silver_rejects TO lakehouse_admin;
 
+-- acl lakehouse.TABLE skipped_offsets
+
+GRANT SELECT ON TABLE lakehouse.skipped_offsets TO lakehouse_admin;
+
 -- acl lakehouse.TABLE stream_log
 
 GRANT SELECT ON TABLE lakehouse.stream_log TO lakehouse_admin;
@@ -2531,3 +2571,4 @@ SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_results', '');
 SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_state', '');
 SELECT pg_catalog.pg_extension_config_dump('lakehouse.check_runs', '');
 SELECT pg_catalog.pg_extension_config_dump('lakehouse.silver_partitions', '');
+SELECT pg_catalog.pg_extension_config_dump('lakehouse.skipped_offsets', '');

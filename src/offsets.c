@@ -202,7 +202,10 @@ lh_stream_set_state(StreamState *st, const char *state, const char *error)
 		strlcpy(st->state, state, sizeof(st->state));
 }
 
-/* Highest offset + 1 of a partition found in bronze or dead letters; -1 when none. */
+/*
+ * Where a partition's data ends: its highest offset in bronze or dead letters + 1, or the
+ * end of the last range of offsets it passed without a message; -1 when none.
+ */
 static int64
 next_offset_from_data(StreamState *st, int32 partition)
 {
@@ -232,6 +235,18 @@ next_offset_from_data(StreamState *st, int32 partition)
 
 		if (!isnull && v + 1 > best)
 			best = v + 1;
+	}
+	/* Ranges do not overlap: the last one by its primary key ends highest. */
+	run("SELECT to_offset FROM lakehouse.skipped_offsets"
+		" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
+		" ORDER BY from_offset DESC LIMIT 1",
+		2, types, values, NULL);
+	if (SPI_processed == 1)
+	{
+		int64		v = get_int64(0, 1, &isnull);
+
+		if (!isnull && v > best)
+			best = v;
 	}
 	return best;
 }
@@ -412,26 +427,86 @@ lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at)
 	b->batch_id = st->next_batch_id;
 	b->started_at = first_message_at;
 	b->touched = palloc0(sizeof(LhBatchPartition) * Max(st->nparts, 1));
+	b->skipped_capacity = 8;
+	b->skipped = palloc(sizeof(LhSkippedRange) * b->skipped_capacity);
+}
+
+static StreamPartition *
+state_partition(StreamState *st, int32 partition)
+{
+	for (int i = 0; i < st->nparts; i++)
+		if (st->parts[i].partition == partition)
+			return &st->parts[i];
+	elog(ERROR, "lakehouse: partition %d is not assigned to stream \"%s\"", partition, st->name);
+	return NULL;
+}
+
+/* The batch's entry for a partition, made on first use: it starts where the stream stands. */
+static LhBatchPartition *
+batch_partition(LhBatch *b, int32 partition)
+{
+	LhBatchPartition *t;
+
+	for (int i = 0; i < b->ntouched; i++)
+		if (b->touched[i].partition == partition)
+			return &b->touched[i];
+	Assert(b->ntouched < b->st->nparts);
+	t = &b->touched[b->ntouched++];
+	t->partition = partition;
+	t->next_offset = state_partition(b->st, partition)->next_offset;
+	return t;
+}
+
+/* Offsets [t->next_offset, to) carried no message: recorded, and the partition moves on. */
+static void
+skip_to(LhBatch *b, LhBatchPartition *t, int64 to)
+{
+	LhSkippedRange *r;
+
+	if (to <= t->next_offset)
+		return;
+	if (b->nskipped == b->skipped_capacity)
+	{
+		b->skipped_capacity *= 2;
+		b->skipped = repalloc(b->skipped, sizeof(LhSkippedRange) * b->skipped_capacity);
+	}
+	r = &b->skipped[b->nskipped++];
+	r->partition = t->partition;
+	r->from_offset = t->next_offset;
+	r->to_offset = to;
+	t->next_offset = to;
 }
 
 void
 lh_batch_note(LhBatch *b, int32 partition, int64 offset, size_t bytes)
 {
-	LhBatchPartition *t = NULL;
+	LhBatchPartition *t = batch_partition(b, partition);
 
 	b->messages++;
 	b->bytes += bytes;
-	for (int i = 0; i < b->ntouched; i++)
-		if (b->touched[i].partition == partition)
-			t = &b->touched[i];
-	if (t == NULL)
-	{
-		Assert(b->ntouched < b->st->nparts);
-		t = &b->touched[b->ntouched++];
-		t->partition = partition;
+	/* Messages of a partition arrive in offset order; a jump is offsets without one. */
+	skip_to(b, t, offset);
+	if (t->messages++ == 0)
 		t->first_offset = offset;
-	}
 	t->last_offset = offset;
+	t->next_offset = offset + 1;
+}
+
+/*
+ * The consumer's position after the batch's messages were polled: past the last one, and
+ * past any commit marker or aborted records that followed it (which librdkafka passes
+ * without delivering). Offsets between are skipped; a position not beyond where the
+ * partition stands changes nothing.
+ */
+void
+lh_batch_position(LhBatch *b, int32 partition, int64 position)
+{
+	LhBatchPartition *t;
+
+	if (position <= state_partition(b->st, partition)->next_offset)
+		return;
+	t = batch_partition(b, partition);
+	skip_to(b, t, position);
 }
 
 void
@@ -458,16 +533,6 @@ lh_batch_dead_letter(LhBatch *b, int32 partition, int64 offset, bool has_ts, Tim
 	b->dead_letters++;
 }
 
-static StreamPartition *
-state_partition(StreamState *st, int32 partition)
-{
-	for (int i = 0; i < st->nparts; i++)
-		if (st->parts[i].partition == partition)
-			return &st->parts[i];
-	elog(ERROR, "lakehouse: partition %d is not assigned to stream \"%s\"", partition, st->name);
-	return NULL;
-}
-
 /* Offsets compare-and-set and the progress row; still inside the batch's transaction. */
 void
 lh_batch_finish(LhBatch *b)
@@ -489,7 +554,7 @@ lh_batch_finish(LhBatch *b)
 
 		values[0] = CStringGetTextDatum(b->st->name);
 		values[1] = Int32GetDatum(t->partition);
-		values[2] = Int64GetDatum(t->last_offset + 1);
+		values[2] = Int64GetDatum(t->next_offset);
 		values[3] = Int64GetDatum(p->next_offset);
 		if (run("UPDATE lakehouse.offsets SET next_offset = $3, updated_at = pg_catalog.now()"
 				" WHERE stream OPERATOR(pg_catalog.=) $1 AND kafka_partition OPERATOR(pg_catalog.=) $2"
@@ -502,11 +567,29 @@ lh_batch_finish(LhBatch *b)
 					 errdetail("The worker expected next_offset " INT64_FORMAT "; the batch was rolled back.",
 							   p->next_offset),
 					 errhint("Another worker or a manual change moved them; the worker restarts and re-reads them.")));
-		appendStringInfo(&first, "%s\"%d\": " INT64_FORMAT, i ? ", " : "", t->partition, t->first_offset);
-		appendStringInfo(&last, "%s\"%d\": " INT64_FORMAT, i ? ", " : "", t->partition, t->last_offset);
+		/* The progress row's ranges are of messages (silver reads bronze by them). */
+		if (t->messages > 0)
+		{
+			appendStringInfo(&first, "%s\"%d\": " INT64_FORMAT, first.len > 1 ? ", " : "",
+							 t->partition, t->first_offset);
+			appendStringInfo(&last, "%s\"%d\": " INT64_FORMAT, last.len > 1 ? ", " : "",
+							 t->partition, t->last_offset);
+		}
 	}
 	appendStringInfoChar(&first, '}');
 	appendStringInfoChar(&last, '}');
+	for (int i = 0; i < b->nskipped; i++)
+	{
+		Oid			stypes[5] = {TEXTOID, INT4OID, INT8OID, INT8OID, INT8OID};
+
+		values[0] = CStringGetTextDatum(b->st->name);
+		values[1] = Int32GetDatum(b->skipped[i].partition);
+		values[2] = Int64GetDatum(b->skipped[i].from_offset);
+		values[3] = Int64GetDatum(b->skipped[i].to_offset);
+		values[4] = Int64GetDatum(b->batch_id);
+		run("INSERT INTO lakehouse.skipped_offsets (stream, kafka_partition, from_offset, to_offset, batch_id)"
+			" VALUES ($1, $2, $3, $4, $5)", 5, stypes, values, NULL);
+	}
 
 	values[0] = CStringGetTextDatum(b->st->name);
 	values[1] = Int64GetDatum(b->batch_id);
@@ -528,6 +611,6 @@ void
 lh_batch_committed(LhBatch *b, StreamState *st)
 {
 	for (int i = 0; i < b->ntouched; i++)
-		state_partition(st, b->touched[i].partition)->next_offset = b->touched[i].last_offset + 1;
+		state_partition(st, b->touched[i].partition)->next_offset = b->touched[i].next_offset;
 	st->next_batch_id = b->batch_id + 1;
 }

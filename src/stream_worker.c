@@ -239,6 +239,8 @@ find_partition(int32 partition)
 /*
  * A message that carries an error instead of data. A partition whose next offset is no
  * longer on the broker stops, loudly and durably; it resumes only after reset_offsets().
+ * The stop is recorded once the batch under way has committed (stop_pending_partitions):
+ * the messages it already holds from that partition were read before the gap.
  */
 static void
 handle_consumer_error(rd_kafka_message_t *rkm)
@@ -260,7 +262,8 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 			rd_kafka_pause_partitions(kc->rk, list);
 			rd_kafka_topic_partition_list_destroy(list);
 			p->stopped = true;
-			lh_offsets_stop_partition(&st, p, what);
+			p->stop_pending = true;
+			strlcpy(p->stop_reason, what, sizeof(p->stop_reason));
 		}
 		return;
 	}
@@ -277,6 +280,25 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 				(errmsg("lakehouse stream \"%s\": Kafka client error, retrying", st.name),
 				 errdetail("%s", what)));
 		lh_stream_set_state(&st, "waiting for broker", what);
+	}
+}
+
+/*
+ * Records the stops found while the last batch was collected, now that it has committed
+ * (or, with no batch, at once): each names the partition's next offset, the first one the
+ * broker no longer holds.
+ */
+static void
+stop_pending_partitions(void)
+{
+	for (int i = 0; i < st.nparts; i++)
+	{
+		StreamPartition *p = &st.parts[i];
+
+		if (!p->stop_pending)
+			continue;
+		p->stop_pending = false;
+		lh_offsets_stop_partition(&st, p, p->stop_reason);
 	}
 }
 
@@ -425,7 +447,7 @@ report_offsets_to_kafka(LhBatch *batch)
 
 	for (int i = 0; i < batch->ntouched; i++)
 		rd_kafka_topic_partition_list_add(list, st.topic, batch->touched[i].partition)->offset =
-			batch->touched[i].last_offset + 1;
+			batch->touched[i].next_offset;
 	err = rd_kafka_commit(kc->rk, list, 1);
 	rd_kafka_topic_partition_list_destroy(list);
 	if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
@@ -433,7 +455,44 @@ report_offsets_to_kafka(LhBatch *batch)
 			 st.name, rd_kafka_err2str(err));
 }
 
-/* One batch, one transaction: rows, dead letters, offsets (compare-and-set), progress. */
+/*
+ * The consumer's position in each partition it reads: the offset after the last message
+ * polled, or after the commit markers and aborted records that librdkafka passes without
+ * delivering them (it reads committed data only). Says whether any partition's position is
+ * beyond where the stream stands, and hands each such position to the batch, if one is
+ * given.
+ */
+static bool
+positions_beyond(LhBatch *batch)
+{
+	rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(Max(st.nparts, 1));
+	bool		beyond = false;
+
+	for (int i = 0; i < st.nparts; i++)
+		if (!st.parts[i].stopped)
+			rd_kafka_topic_partition_list_add(list, st.topic, st.parts[i].partition);
+	if (rd_kafka_position(kc->rk, list) == RD_KAFKA_RESP_ERR_NO_ERROR)
+	{
+		for (int i = 0; i < list->cnt; i++)
+		{
+			StreamPartition *p = find_partition(list->elems[i].partition);
+
+			if (list->elems[i].err || p == NULL || list->elems[i].offset <= p->next_offset)
+				continue;
+			beyond = true;
+			if (batch != NULL)
+				lh_batch_position(batch, p->partition, list->elems[i].offset);
+		}
+	}
+	rd_kafka_topic_partition_list_destroy(list);
+	return beyond;
+}
+
+/*
+ * One batch, one transaction: rows, dead letters, offsets (compare-and-set), the offsets
+ * passed without a message, progress. n may be 0 when only such offsets were passed (an
+ * aborted transaction at the end of a partition): its next offset still moves.
+ */
 static void
 commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 {
@@ -454,6 +513,7 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
 
 	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
+	positions_beyond(&batch);
 	lh_batch_finish(&batch);
 
 	SPI_finish();
@@ -564,10 +624,13 @@ run_stream(void)
 			st.msgs_capacity = max_msgs;
 		}
 		n = collect_batch(msgs, max_msgs, &first_at);
-		if (n == 0)
-			recheck_brokers();
-		else
+		if (n > 0)
 			commit_batch(msgs, n, first_at);
+		else if (positions_beyond(NULL))
+			commit_batch(msgs, 0, GetCurrentTimestamp());
+		else
+			recheck_brokers();
+		stop_pending_partitions();
 		watch_partitions();
 		apply_prefetch_memory();
 		if (n > 0 && strcmp(st.state, "running") != 0)

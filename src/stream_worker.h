@@ -17,6 +17,13 @@ typedef struct StreamPartition
 	int32		partition;
 	int64		next_offset;	/* as committed in lakehouse.offsets */
 	bool		stopped;		/* offsets.error is set: not consumed until reset */
+	/*
+	 * A retention gap found while a batch was being collected: the partition is paused at
+	 * once and stopped after the batch commits (which holds its messages before the gap),
+	 * so that the stop names the first missing offset.
+	 */
+	bool		stop_pending;
+	char		stop_reason[256];
 } StreamPartition;
 
 typedef struct StreamState

@@ -106,14 +106,15 @@ sub lh_process_gone
 # timestamp in milliseconds since the Unix epoch]. Returns the count.
 sub lh_publish
 {
-	my ($brokers, $topic, $records) = @_;
-	return lh_publish_finish(lh_publish_start($brokers, $topic, $records));
+	my ($brokers, $topic, $records, $transactional_id) = @_;
+	return lh_publish_finish(lh_publish_start($brokers, $topic, $records, $transactional_id));
 }
 
-# The same, in the background: returns a handle for lh_publish_finish.
+# The same, in the background: returns a handle for lh_publish_finish. With a transactional
+# id, through Kafka transactions: an element 'COMMIT' or 'ABORT' ends the one under way.
 sub lh_publish_start
 {
-	my ($brokers, $topic, $records) = @_;
+	my ($brokers, $topic, $records, $transactional_id) = @_;
 	my $hex = sub {
 		my ($b) = @_;
 		return '-' unless defined $b;
@@ -122,10 +123,11 @@ sub lh_publish_start
 	};
 	# From a file, so the child reads at its own pace while this process does other work.
 	my $input = File::Temp->new(DIR => $PostgreSQL::Test::Utils::tmp_check);
-	print $input map { "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . (defined $_->[3] ? "\t$_->[3]" : '') . "\n" } @$records;
+	print $input map { ref $_ ? "$_->[0]\t" . $hex->($_->[1]) . "\t" . $hex->($_->[2]) . (defined $_->[3] ? "\t$_->[3]" : '') . "\n" : "$_\n" } @$records;
 	close $input;
-	my %h = (count => scalar(@$records), stdout => '', stderr => '', input => $input);
-	$h{run} = IPC::Run::start([ lh_top() . '/test/tools/produce_hex', $brokers, $topic ],
+	my %h = (count => scalar(grep { ref $_ } @$records), stdout => '', stderr => '', input => $input);
+	$h{run} = IPC::Run::start([ lh_top() . '/test/tools/produce_hex',
+			(defined $transactional_id ? ('--transactional', $transactional_id) : ()), $brokers, $topic ],
 		'<', $input->filename, '>', \$h{stdout}, '2>', \$h{stderr});
 	return \%h;
 }
@@ -220,17 +222,29 @@ sub lh_check_exactly_once
 	for my $p (sort { $a <=> $b } keys %$wm)
 	{
 		my ($low, $high) = @{ $wm->{$p} };
-		my ($rows, $distinct, $dead, $next, $overlap) = split /\|/, $node->safe_psql('postgres', qq{
+		# Offsets passed without a message (a transactional producer's markers and aborted
+		# records) count where they lie in [low, high); a row inside one is counted apart.
+		my ($rows, $distinct, $dead, $next, $overlap, $passed, $inside) = split /\|/, $node->safe_psql('postgres', qq{
 			SELECT (SELECT count(*) FROM bronze.$stream WHERE kafka_partition = $p AND kafka_offset >= $low),
 			       (SELECT count(DISTINCT kafka_offset) FROM bronze.$stream WHERE kafka_partition = $p AND kafka_offset >= $low),
 			       (SELECT count(*) FROM lakehouse.dead_letters WHERE stream = '$stream' AND kafka_partition = $p AND kafka_offset >= $low),
 			       (SELECT next_offset FROM lakehouse.offsets WHERE stream = '$stream' AND kafka_partition = $p),
 			       (SELECT count(*) FROM bronze.$stream b JOIN lakehouse.dead_letters d
 			           ON d.stream = '$stream' AND d.kafka_partition = b.kafka_partition AND d.kafka_offset = b.kafka_offset
-			         WHERE b.kafka_partition = $p)});
-		is($rows + $dead, $high - $low, "$label, partition $p: bronze rows + dead letters == high - low (" . ($high - $low) . ")");
+			         WHERE b.kafka_partition = $p),
+			       (SELECT coalesce(sum(least(k.to_offset, $high) - greatest(k.from_offset, $low)), 0)
+			          FROM lakehouse.skipped_offsets k
+			         WHERE k.stream = '$stream' AND k.kafka_partition = $p AND k.to_offset > $low AND k.from_offset < $high),
+			       (SELECT count(*) FROM lakehouse.skipped_offsets k
+			          JOIN (SELECT kafka_partition, kafka_offset FROM bronze.$stream
+			                UNION ALL SELECT kafka_partition, kafka_offset FROM lakehouse.dead_letters WHERE stream = '$stream') x
+			            ON x.kafka_partition = k.kafka_partition AND x.kafka_offset >= k.from_offset AND x.kafka_offset < k.to_offset
+			         WHERE k.stream = '$stream' AND k.kafka_partition = $p)});
+		is($rows + $dead + $passed, $high - $low,
+			"$label, partition $p: bronze rows + dead letters + offsets passed without a message == high - low (" . ($high - $low) . ")");
 		is($distinct, $rows, "$label, partition $p: distinct offsets == rows");
 		is($overlap, 0, "$label, partition $p: no offset is both a row and a dead letter");
+		is($inside, 0, "$label, partition $p: no row or dead letter lies in a range passed without a message");
 		is($next, $high, "$label, partition $p: next_offset == high watermark ($high)");
 	}
 	return $wm;

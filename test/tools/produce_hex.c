@@ -7,7 +7,12 @@
  * publishes them with acks=all and waits for every delivery.
  * Exits non-zero if any message was not acknowledged.
  *
- * usage: produce_hex BROKERS TOPIC < records.tsv
+ * With --transactional ID it publishes through Kafka transactions: a transaction begins
+ * before the first record, and a line "COMMIT" or "ABORT" ends it (records after the last
+ * such line are committed), so that tests can leave commit markers and aborted records in a
+ * partition. The count printed is of every record sent, aborted ones included.
+ *
+ * usage: produce_hex [--transactional ID] BROKERS TOPIC < records.tsv
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,17 @@
 #include <librdkafka/rdkafka.h>
 
 static int	failed;
+
+/* Fails the run on a transaction API error. */
+static void
+check_txn(rd_kafka_error_t *error, const char *what)
+{
+	if (error == NULL)
+		return;
+	fprintf(stderr, "produce_hex: %s: %s\n", what, rd_kafka_error_string(error));
+	rd_kafka_error_destroy(error);
+	exit(1);
+}
 
 static void
 on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
@@ -59,13 +75,27 @@ main(int argc, char **argv)
 	size_t		cap = 0;
 	ssize_t		len;
 	long		sent = 0;
+	const char *txn_id = NULL;
+	int			in_txn = 0;
 
+	if (argc == 5 && strcmp(argv[1], "--transactional") == 0)
+	{
+		txn_id = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 3)
 	{
-		fprintf(stderr, "usage: produce_hex BROKERS TOPIC < records.tsv\n");
+		fprintf(stderr, "usage: produce_hex [--transactional ID] BROKERS TOPIC < records.tsv\n");
 		return 2;
 	}
 	conf = rd_kafka_conf_new();
+	if (txn_id != NULL &&
+		rd_kafka_conf_set(conf, "transactional.id", txn_id, errstr, sizeof(errstr)))
+	{
+		fprintf(stderr, "produce_hex: %s\n", errstr);
+		return 2;
+	}
 	if (rd_kafka_conf_set(conf, "bootstrap.servers", argv[1], errstr, sizeof(errstr)) ||
 		rd_kafka_conf_set(conf, "acks", "all", errstr, sizeof(errstr)) ||
 		rd_kafka_conf_set(conf, "enable.idempotence", "true", errstr, sizeof(errstr)) ||
@@ -81,6 +111,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "produce_hex: %s\n", errstr);
 		return 2;
 	}
+	if (txn_id != NULL)
+		check_txn(rd_kafka_init_transactions(rk, 30000), "init_transactions");
 
 	while ((len = getline(&line, &cap, stdin)) > 0)
 	{
@@ -95,6 +127,25 @@ main(int argc, char **argv)
 
 		if (line[len - 1] == '\n')
 			line[--len] = '\0';
+		if (txn_id != NULL && (strcmp(line, "COMMIT") == 0 || strcmp(line, "ABORT") == 0))
+		{
+			if (in_txn && line[0] == 'C')
+				check_txn(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
+			else if (in_txn)
+			{
+				/* Delivered first, so that the aborted records take offsets in the log. */
+				if (rd_kafka_flush(rk, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR)
+					failed++;
+				check_txn(rd_kafka_abort_transaction(rk, 60000), "abort_transaction");
+			}
+			in_txn = 0;
+			continue;
+		}
+		if (txn_id != NULL && !in_txn)
+		{
+			check_txn(rd_kafka_begin_transaction(rk), "begin_transaction");
+			in_txn = 1;
+		}
 		part = strtok(line, "\t");
 		key = part ? strtok(NULL, "\t") : NULL;
 		value = key ? strtok(NULL, "\t") : NULL;
@@ -147,6 +198,8 @@ main(int argc, char **argv)
 		rd_kafka_poll(rk, 0);
 	}
 	free(line);
+	if (in_txn)
+		check_txn(rd_kafka_commit_transaction(rk, 60000), "commit_transaction");
 	if (rd_kafka_flush(rk, 60000) != RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		fprintf(stderr, "produce_hex: %d messages not delivered within 60 s\n", rd_kafka_outq_len(rk));
