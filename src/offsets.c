@@ -26,9 +26,13 @@
 /* ---------------------------------------------------------------------------------- */
 /* Small SPI helpers */
 
+/* The caller's memory context, current again after commit_tx (the commit leaves TopMemoryContext). */
+static MemoryContext tx_caller_cxt;
+
 static void
 begin_tx(const char *activity)
 {
+	tx_caller_cxt = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	SPI_connect();
@@ -42,6 +46,7 @@ commit_tx(void)
 	SPI_finish();
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	MemoryContextSwitchTo(tx_caller_cxt);
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }

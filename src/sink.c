@@ -61,11 +61,20 @@ put_int64(StringInfo s, int64 v)
 /*
  * Starts a batch in buf. The buffer lives in TopMemoryContext and is reused batch after
  * batch: a fresh multi-megabyte allocation per batch would be handed out by the kernel as
- * zeroed pages every time, which showed up as a tenth of the worker's time.
+ * zeroed pages every time, which showed up as a tenth of the worker's time. But a buffer
+ * that one huge batch (or one huge message) grew is not kept for the small batches after
+ * it: past LH_SINK_KEEP_BYTES and four times what the last batch used, it is freed and
+ * grows again from small.
  */
 void
 lh_sink_begin(LhSinkBuffer *buf)
 {
+	if (buf->data.data != NULL && buf->data.maxlen > LH_SINK_KEEP_BYTES &&
+		(int64) buf->data.len * 4 < (int64) buf->data.maxlen)
+	{
+		pfree(buf->data.data);
+		buf->data.data = NULL;
+	}
 	if (buf->data.data == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);

@@ -15,6 +15,9 @@ typedef struct LhSinkBuffer
 	int64		rows;
 } LhSinkBuffer;
 
+/* A buffer larger than this and four times the last batch is given back (lh_sink_begin). */
+#define LH_SINK_KEEP_BYTES (8 * 1024 * 1024)
+
 extern void lh_sink_begin(LhSinkBuffer *buf);
 extern void lh_sink_add(LhSinkBuffer *buf, int32 partition, int64 offset, bool has_timestamp,
 						TimestampTz timestamp, const char *key, size_t key_len,

@@ -55,6 +55,7 @@ static LhKafka *kc;
 static int	kc_prefetch_kb;		/* the lakehouse.prefetch_memory kc was built with */
 static int	wake_pipe[2] = {-1, -1};
 static MemoryContext batch_cxt;
+static MemoryContext loop_cxt;
 
 /*
  * Messages polled but not yet committed. librdkafka's destroy waits until every message
@@ -609,12 +610,22 @@ run_stream(void)
 	st.msgs_capacity = lakehouse_max_batch_messages;
 	msgs = MemoryContextAlloc(TopMemoryContext, sizeof(*msgs) * st.msgs_capacity);
 	inflight = msgs;
+
+	/*
+	 * Each turn of the loop allocates in a context reset at its end, as pg_cron's main loop
+	 * does: partition lists, state texts and log lines would otherwise pile up in
+	 * TopMemoryContext for the worker's whole life. What outlives a turn (the partitions,
+	 * the message array, the Kafka handle, the COPY buffer) is allocated in
+	 * TopMemoryContext on purpose, and the transaction helpers come back to this context.
+	 */
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "lakehouse stream loop", ALLOCSET_DEFAULT_SIZES);
 	for (;;)
 	{
 		int			max_msgs;
 		int			n;
 		TimestampTz first_at = 0;
 
+		MemoryContextSwitchTo(loop_cxt);
 		between_batches();
 		max_msgs = lakehouse_max_batch_messages;
 		if (max_msgs > st.msgs_capacity)
@@ -635,6 +646,8 @@ run_stream(void)
 		apply_prefetch_memory();
 		if (n > 0 && strcmp(st.state, "running") != 0)
 			lh_stream_set_state(&st, "running", NULL);
+		MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContextReset(loop_cxt);
 	}
 }
 
