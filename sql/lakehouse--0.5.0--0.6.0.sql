@@ -210,13 +210,14 @@ BEGIN
                                      WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
                                        AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
   -- and after the offsets it passed without a message (transaction markers, aborted records).
-  data_next := GREATEST(data_next, (SELECT pg_catalog.max(k.to_offset) FROM lakehouse.skipped_offsets k
+  data_next := GREATEST(data_next, (SELECT k.to_offset FROM lakehouse.skipped_offsets k
                                      WHERE k.stream OPERATOR(pg_catalog.=) reset_offsets.name
-                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition
+                                     ORDER BY k.from_offset DESC LIMIT 1));
   IF next_offset < data_next THEN
     RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
       USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows and dead letters), so a reset to %s would be undone.', next_offset),
+            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows, dead letters and the offsets it passed without a message, in lakehouse.skipped_offsets), so a reset to %s would be undone.', next_offset),
             HINT = pg_catalog.format('To read offsets from %s again, delete the partition''s bronze rows and dead letters from there on first (or drop the stream and create it again).', next_offset);
   END IF;
   UPDATE lakehouse.offsets o SET next_offset = reset_offsets.next_offset, error = NULL, updated_at = pg_catalog.now()
@@ -343,6 +344,11 @@ BEGIN
       INTO passed_by
       FROM lakehouse.skipped_offsets k
      WHERE k.stream = s.name AND k.kafka_partition = o.kafka_partition
+       -- Ranges never overlap: from the one that holds from_off on (an index range scan).
+       AND k.from_offset >= coalesce((SELECT m.from_offset FROM lakehouse.skipped_offsets m
+                                       WHERE m.stream = s.name AND m.kafka_partition = o.kafka_partition
+                                         AND m.from_offset <= from_off
+                                       ORDER BY m.from_offset DESC LIMIT 1), from_off)
        AND k.to_offset > from_off AND k.from_offset < o.next_offset;
     checked := checked + (o.next_offset - from_off);
     IF n_rows + n_dead + skipped + passed_by <> o.next_offset - from_off THEN
@@ -360,4 +366,78 @@ BEGIN
   passed := pg_catalog.cardinality(problems) = 0;
   detail := CASE WHEN passed THEN pg_catalog.format('%s new offsets checked, each a row, a dead letter or passed without a message once', checked)
                  ELSE pg_catalog.array_to_string(problems, '; ') END;
+END $_$;
+
+-- maintain() prunes the ranges the offsets check has gone past.
+CREATE OR REPLACE FUNCTION lakehouse.maintain(keep interval DEFAULT '7 days'::interval, bronze_retention interval DEFAULT NULL::interval) RETURNS TABLE(step text, detail text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+  s lakehouse.streams;
+  t lakehouse.silver_tables;
+  n bigint;
+  cursor_batch bigint;
+BEGIN
+  IF keep IS NULL OR keep < interval '1 hour' THEN
+    RAISE EXCEPTION 'keep must be at least one hour' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF bronze_retention IS NOT NULL AND bronze_retention < interval '1 hour' THEN
+    RAISE EXCEPTION 'bronze_retention must be at least one hour, or NULL to keep bronze' USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  FOR s IN SELECT * FROM lakehouse.streams x WHERE pg_catalog.to_regclass(pg_catalog.format('bronze.%I', x.name)) IS NOT NULL
+            ORDER BY x.name LOOP
+    EXECUTE pg_catalog.format('ANALYZE bronze.%I', s.name);
+    step := 'analyze'; detail := 'bronze.' || s.name; RETURN NEXT;
+    -- Serialised with silver declarations, which read where stream_progress begins.
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('lakehouse.stream_progress:' || s.name));
+    SELECT pg_catalog.min(x.last_batch_id) INTO cursor_batch FROM lakehouse.silver_tables x WHERE x.stream = s.name;
+    IF bronze_retention IS NOT NULL THEN
+      EXECUTE pg_catalog.format($q$
+        DELETE FROM bronze.%I b
+         WHERE b.ingested_at < pg_catalog.now() - $1 AND b.batch_id <= $2
+           AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_late l JOIN lakehouse.silver_tables x ON x.name = l.silver
+                            WHERE x.stream = $3 AND l.kafka_partition = b.kafka_partition
+                              AND l.kafka_offset = b.kafka_offset AND l.replayed_in IS NULL)$q$, s.name)
+        USING bronze_retention, coalesce(cursor_batch, 9223372036854775807), s.name;
+      GET DIAGNOSTICS n = ROW_COUNT;
+      step := 'bronze retention'; detail := pg_catalog.format('bronze.%s: %s rows older than %s removed', s.name, n, bronze_retention);
+      RETURN NEXT;
+    END IF;
+    DELETE FROM lakehouse.stream_progress p
+     WHERE p.stream = s.name AND p.committed_at < pg_catalog.now() - keep
+       AND CASE WHEN cursor_batch IS NOT NULL THEN p.batch_id < cursor_batch
+                ELSE bronze_retention IS NOT NULL AND p.committed_at < pg_catalog.now() - bronze_retention END
+       AND p.batch_id < (SELECT pg_catalog.max(q.batch_id) FROM lakehouse.stream_progress q WHERE q.stream = s.name);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    step := 'prune'; detail := pg_catalog.format('stream_progress of %s: %s rows', s.name, n); RETURN NEXT;
+    -- Ranges passed without a message that the offsets check has gone past, but the last
+    -- of each partition (a worker whose offsets row is lost resumes after it).
+    DELETE FROM lakehouse.skipped_offsets k
+     USING lakehouse.check_state c
+     WHERE k.stream = s.name AND c.check_name = ('bronze_offsets_once:' || s.name)
+       AND c.kafka_partition = k.kafka_partition AND k.to_offset <= c.position
+       AND k.from_offset < (SELECT pg_catalog.max(l.from_offset) FROM lakehouse.skipped_offsets l
+                             WHERE l.stream = k.stream AND l.kafka_partition = k.kafka_partition);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    step := 'prune'; detail := pg_catalog.format('skipped_offsets of %s: %s ranges', s.name, n); RETURN NEXT;
+  END LOOP;
+  FOR t IN SELECT * FROM lakehouse.silver_tables x ORDER BY x.name LOOP
+    EXECUTE pg_catalog.format('ANALYZE silver.%I', t.name);
+    step := 'analyze'; detail := 'silver.' || t.name; RETURN NEXT;
+  END LOOP;
+  IF pg_catalog.to_regclass('silver.editor_sessions') IS NOT NULL THEN
+    ANALYZE silver.editor_sessions;
+    step := 'analyze'; detail := 'silver.editor_sessions and the gold tables'; RETURN NEXT;
+  END IF;
+  DELETE FROM lakehouse.silver_progress p WHERE p.committed_at < pg_catalog.now() - keep;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('silver_progress: %s rows', n); RETURN NEXT;
+  DELETE FROM lakehouse.silver_late l WHERE l.replayed_in IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM lakehouse.silver_progress p WHERE p.silver = l.silver AND p.pass_id = l.replayed_in);
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('replayed silver_late rows: %s', n); RETURN NEXT;
+  DELETE FROM lakehouse.check_results c WHERE c.checked_at < pg_catalog.now() - keep;
+  GET DIAGNOSTICS n = ROW_COUNT;
+  step := 'prune'; detail := pg_catalog.format('check_results: %s rows', n); RETURN NEXT;
 END $_$;

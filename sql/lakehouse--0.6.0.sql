@@ -182,6 +182,11 @@ BEGIN
       INTO passed_by
       FROM lakehouse.skipped_offsets k
      WHERE k.stream = s.name AND k.kafka_partition = o.kafka_partition
+       -- Ranges never overlap: from the one that holds from_off on (an index range scan).
+       AND k.from_offset >= coalesce((SELECT m.from_offset FROM lakehouse.skipped_offsets m
+                                       WHERE m.stream = s.name AND m.kafka_partition = o.kafka_partition
+                                         AND m.from_offset <= from_off
+                                       ORDER BY m.from_offset DESC LIMIT 1), from_off)
        AND k.to_offset > from_off AND k.from_offset < o.next_offset;
     checked := checked + (o.next_offset - from_off);
     IF n_rows + n_dead + skipped + passed_by <> o.next_offset - from_off THEN
@@ -1612,6 +1617,16 @@ BEGIN
        AND p.batch_id < (SELECT pg_catalog.max(q.batch_id) FROM lakehouse.stream_progress q WHERE q.stream = s.name);
     GET DIAGNOSTICS n = ROW_COUNT;
     step := 'prune'; detail := pg_catalog.format('stream_progress of %s: %s rows', s.name, n); RETURN NEXT;
+    -- Ranges passed without a message that the offsets check has gone past, but the last
+    -- of each partition (a worker whose offsets row is lost resumes after it).
+    DELETE FROM lakehouse.skipped_offsets k
+     USING lakehouse.check_state c
+     WHERE k.stream = s.name AND c.check_name = ('bronze_offsets_once:' || s.name)
+       AND c.kafka_partition = k.kafka_partition AND k.to_offset <= c.position
+       AND k.from_offset < (SELECT pg_catalog.max(l.from_offset) FROM lakehouse.skipped_offsets l
+                             WHERE l.stream = k.stream AND l.kafka_partition = k.kafka_partition);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    step := 'prune'; detail := pg_catalog.format('skipped_offsets of %s: %s ranges', s.name, n); RETURN NEXT;
   END LOOP;
   FOR t IN SELECT * FROM lakehouse.silver_tables x ORDER BY x.name LOOP
     EXECUTE pg_catalog.format('ANALYZE silver.%I', t.name);
@@ -1785,13 +1800,14 @@ BEGIN
                                      WHERE d.stream OPERATOR(pg_catalog.=) reset_offsets.name
                                        AND d.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
   -- and after the offsets it passed without a message (transaction markers, aborted records).
-  data_next := GREATEST(data_next, (SELECT pg_catalog.max(k.to_offset) FROM lakehouse.skipped_offsets k
+  data_next := GREATEST(data_next, (SELECT k.to_offset FROM lakehouse.skipped_offsets k
                                      WHERE k.stream OPERATOR(pg_catalog.=) reset_offsets.name
-                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition));
+                                       AND k.kafka_partition OPERATOR(pg_catalog.=) reset_offsets.kafka_partition
+                                     ORDER BY k.from_offset DESC LIMIT 1));
   IF next_offset < data_next THEN
     RAISE EXCEPTION 'partition % of stream "%" already holds offsets up to %', kafka_partition, name, data_next - 1
       USING ERRCODE = 'invalid_parameter_value',
-            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows and dead letters), so a reset to %s would be undone.', next_offset),
+            DETAIL = pg_catalog.format('A worker resumes after its own data (bronze rows, dead letters and the offsets it passed without a message, in lakehouse.skipped_offsets), so a reset to %s would be undone.', next_offset),
             HINT = pg_catalog.format('To read offsets from %s again, delete the partition''s bronze rows and dead letters from there on first (or drop the stream and create it again).', next_offset);
   END IF;
   UPDATE lakehouse.offsets o SET next_offset = reset_offsets.next_offset, error = NULL, updated_at = pg_catalog.now()

@@ -417,6 +417,20 @@ lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 						"Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).");
 }
 
+/* A partition stopped before a record librdkafka could not decode (never skipped silently). */
+void
+lh_offsets_stop_unreadable(StreamState *st, StreamPartition *p, int64 offset, const char *why)
+{
+	char	   *error = psprintf("the record at offset " INT64_FORMAT " could not be read (%s)", offset, why);
+
+	begin_tx("lakehouse: stopping a partition");
+	record_partition_stop(st, p->partition, error);
+	commit_tx();
+	warn_partition_stop(st, p->partition, error,
+						"librdkafka could not decode the record (corrupt, or compressed in a way it cannot read); nothing from it on was committed.",
+						"Look at the record with a Kafka tool, then call lakehouse.reset_offsets('%s', %d, <next offset>) to resume past it.");
+}
+
 /* ---------------------------------------------------------------------------------- */
 /* Inside the batch's transaction */
 

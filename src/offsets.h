@@ -64,6 +64,7 @@ extern void lh_stream_load(StreamState *st);
 extern void lh_stream_set_state(StreamState *st, const char *state, const char *error);
 extern void lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count);
 extern void lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why);
+extern void lh_offsets_stop_unreadable(StreamState *st, StreamPartition *p, int64 offset, const char *why);
 
 extern void lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at);
 extern void lh_batch_note(LhBatch *b, int32 partition, int64 offset, size_t bytes);

@@ -264,6 +264,32 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 			rd_kafka_topic_partition_list_destroy(list);
 			p->stopped = true;
 			p->stop_pending = true;
+			p->unreadable_offset = -1;
+			strlcpy(p->stop_reason, what, sizeof(p->stop_reason));
+		}
+		return;
+	}
+	/*
+	 * A record librdkafka could not decode (corrupt, or compressed in a way it cannot
+	 * read) comes as an error in its place: the partition stops before it, loudly, rather
+	 * than letting the next message's offset pass over it as if it held no message.
+	 */
+	if ((rkm->err == RD_KAFKA_RESP_ERR__BAD_MSG || rkm->err == RD_KAFKA_RESP_ERR__BAD_COMPRESSION ||
+		 rkm->err == RD_KAFKA_RESP_ERR_INVALID_MSG ||
+		 rkm->err == RD_KAFKA_RESP_ERR_UNSUPPORTED_COMPRESSION_TYPE) && rkm->rkt != NULL)
+	{
+		StreamPartition *p = find_partition(rkm->partition);
+
+		if (p != NULL && !p->stopped)
+		{
+			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+
+			rd_kafka_topic_partition_list_add(list, st.topic, p->partition);
+			rd_kafka_pause_partitions(kc->rk, list);
+			rd_kafka_topic_partition_list_destroy(list);
+			p->stopped = true;
+			p->stop_pending = true;
+			p->unreadable_offset = rkm->offset;
 			strlcpy(p->stop_reason, what, sizeof(p->stop_reason));
 		}
 		return;
@@ -299,7 +325,10 @@ stop_pending_partitions(void)
 		if (!p->stop_pending)
 			continue;
 		p->stop_pending = false;
-		lh_offsets_stop_partition(&st, p, p->stop_reason);
+		if (p->unreadable_offset >= 0)
+			lh_offsets_stop_unreadable(&st, p, p->unreadable_offset, p->stop_reason);
+		else
+			lh_offsets_stop_partition(&st, p, p->stop_reason);
 	}
 }
 

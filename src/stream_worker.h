@@ -24,6 +24,7 @@ typedef struct StreamPartition
 	 */
 	bool		stop_pending;
 	char		stop_reason[256];
+	int64		unreadable_offset;	/* with stop_pending: -1, or a message that could not be read */
 } StreamPartition;
 
 typedef struct StreamState

@@ -123,10 +123,6 @@ for my $c (1 .. $chunks)
 		ok($node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
 			"chunk $c: the worker waits with a backlog of " . scalar(@backlog) . " messages behind it")
 		  or die "the worker did not wait for the lock on bronze.wiki before chunk $c\n";
-		# The whole server's processes, for a server crash: listed now, while nothing moves
-		# (listing takes longer than the worker needs for a batch).
-		@children = grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`
-		  if $c == $server_crash_chunk;
 		$hold->query_safe('COMMIT');
 	}
 	# The rest is published while the worker ingests; a kill lands while both are busy.
@@ -147,6 +143,10 @@ for my $c (1 .. $chunks)
 		die "no batch of chunk $c committed within $PostgreSQL::Test::Utils::timeout_default s\n" if time > $deadline;
 	}
 	my $offset = -s $node->logfile;
+	# The server's processes, for a server crash, listed just before the clock is read (a
+	# process started earlier in the chunk, such as an autovacuum worker, is among them).
+	@children = grep { /^\d+$/ } map { s/\s+//gr } split /\n/, `ps -o pid= --ppid $pm_pid`
+	  if $c == $server_crash_chunk;
 	# Just before the kill, so what the broker held then is at most what it held at the kill.
 	my $kill_ms = int(Time::HiRes::time() * 1000);
 	if ($c == $server_crash_chunk)
