@@ -238,6 +238,27 @@ find_partition(int32 partition)
 }
 
 /*
+ * Pauses a partition at once and marks it for a stop recorded after the batch under way
+ * (stop_pending_partitions): why, and the offset of a record that could not be read or -1.
+ */
+static void
+pause_for_stop(StreamPartition *p, const char *why, int64 unreadable_offset)
+{
+	rd_kafka_topic_partition_list_t *list;
+
+	if (p == NULL || p->stopped)
+		return;
+	list = rd_kafka_topic_partition_list_new(1);
+	rd_kafka_topic_partition_list_add(list, st.topic, p->partition);
+	rd_kafka_pause_partitions(kc->rk, list);
+	rd_kafka_topic_partition_list_destroy(list);
+	p->stopped = true;
+	p->stop_pending = true;
+	p->unreadable_offset = unreadable_offset;
+	strlcpy(p->stop_reason, why, sizeof(p->stop_reason));
+}
+
+/*
  * A message that carries an error instead of data. A partition whose next offset is no
  * longer on the broker stops, loudly and durably; it resumes only after reset_offsets().
  * The stop is recorded once the batch under way has committed (stop_pending_partitions):
@@ -253,20 +274,7 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 	if ((rkm->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET ||
 		 rkm->err == RD_KAFKA_RESP_ERR_OFFSET_OUT_OF_RANGE) && rkm->rkt != NULL)
 	{
-		StreamPartition *p = find_partition(rkm->partition);
-
-		if (p != NULL && !p->stopped)
-		{
-			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-
-			rd_kafka_topic_partition_list_add(list, st.topic, p->partition);
-			rd_kafka_pause_partitions(kc->rk, list);
-			rd_kafka_topic_partition_list_destroy(list);
-			p->stopped = true;
-			p->stop_pending = true;
-			p->unreadable_offset = -1;
-			strlcpy(p->stop_reason, what, sizeof(p->stop_reason));
-		}
+		pause_for_stop(find_partition(rkm->partition), what, -1);
 		return;
 	}
 	/*
@@ -278,20 +286,7 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 		 rkm->err == RD_KAFKA_RESP_ERR_INVALID_MSG ||
 		 rkm->err == RD_KAFKA_RESP_ERR_UNSUPPORTED_COMPRESSION_TYPE) && rkm->rkt != NULL)
 	{
-		StreamPartition *p = find_partition(rkm->partition);
-
-		if (p != NULL && !p->stopped)
-		{
-			rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-
-			rd_kafka_topic_partition_list_add(list, st.topic, p->partition);
-			rd_kafka_pause_partitions(kc->rk, list);
-			rd_kafka_topic_partition_list_destroy(list);
-			p->stopped = true;
-			p->stop_pending = true;
-			p->unreadable_offset = rkm->offset;
-			strlcpy(p->stop_reason, what, sizeof(p->stop_reason));
-		}
+		pause_for_stop(find_partition(rkm->partition), what, rkm->offset);
 		return;
 	}
 	if (rd_kafka_fatal_error(kc->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR)
