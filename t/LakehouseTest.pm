@@ -128,14 +128,17 @@ sub lh_publish_start
 	my %h = (count => scalar(grep { ref $_ } @$records), stdout => '', stderr => '', input => $input);
 	$h{run} = IPC::Run::start([ lh_top() . '/test/tools/produce_hex',
 			(defined $transactional_id ? ('--transactional', $transactional_id) : ()), $brokers, $topic ],
-		'<', $input->filename, '>', \$h{stdout}, '2>', \$h{stderr});
+		'<', $input->filename, '>', \$h{stdout}, '2>', \$h{stderr},
+		# A publisher that hangs fails the test instead of holding it until CI's limit.
+		IPC::Run::timeout(3 * $PostgreSQL::Test::Utils::timeout_default));
 	return \%h;
 }
 
 sub lh_publish_finish
 {
 	my ($h) = @_;
-	my $ok = $h->{run}->finish;
+	my $ok = eval { $h->{run}->finish };
+	die "produce_hex did not finish: $@" unless defined $ok;
 	die "produce_hex failed: $h->{stderr}" unless $ok;
 	chomp(my $sent = $h->{stdout});
 	die "produce_hex published $sent of $h->{count}\n" unless $sent == $h->{count};
