@@ -43,10 +43,11 @@ my $at_start = worker_memory();
 
 # A backlog of about 40 MB waits behind a lock on bronze while it is published, then goes
 # in as one or two large batches.
-my $hold = lh_hold_bronze($node, 'm');
+my $hold = $node->background_psql('postgres');
+$hold->query_safe('BEGIN; LOCK TABLE bronze.m IN SHARE MODE');
 my $backlog = 32000 + int(rand(2000));
 lh_publish($brokers, $topic, [ map { [ 0, undef, lh_event('mem', $seq++) ] } 1 .. $backlog ]);
-ok(lh_waits_for_lock($node, $pid),
+ok($node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
 	'the worker waits for the lock with a batch in hand');
 $hold->query_safe('COMMIT');
 $hold->quit;

@@ -115,10 +115,12 @@ for my $c (1 .. $chunks)
 		close $fh;
 		# The backlog: a session locks bronze so that the worker's next batch waits for it,
 		# the chunk's first messages are published meanwhile, and the lock goes.
-		$hold = lh_hold_bronze($node, 'wiki');
+		$hold = $node->background_psql('postgres');
+		$hold->set_query_timer_restart;
+		$hold->query_safe('BEGIN; LOCK TABLE bronze.wiki IN SHARE MODE');
 		my @backlog = splice(@live, 0, @live - $live_tail);
 		lh_publish($brokers, $topic, \@backlog);
-		ok(lh_waits_for_lock($node, $pid),
+		ok($node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
 			"chunk $c: the worker waits with a backlog of " . scalar(@backlog) . " messages behind it")
 		  or die "the worker did not wait for the lock on bronze.wiki before chunk $c\n";
 		$hold->query_safe('COMMIT');

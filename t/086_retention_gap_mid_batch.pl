@@ -28,10 +28,11 @@ my $pid = $node->safe_psql('postgres', "SELECT pid FROM pg_stat_activity WHERE b
 
 # The worker's next batch waits behind a lock on bronze while a backlog far larger than its
 # prefetch buffer is published; it fills the buffer and stops fetching.
-my $hold = lh_hold_bronze($node, 'g');
+my $hold = $node->background_psql('postgres');
+$hold->query_safe('BEGIN; LOCK TABLE bronze.g IN SHARE MODE');
 my $backlog = 5000 + int(rand(1000));
 lh_publish($brokers, $topic, [ map { [ 0, undef, lh_event('gap', $seq++) ] } 1 .. $backlog ]);
-ok(lh_waits_for_lock($node, $pid),
+ok($node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
 	'the worker holds a batch, waiting for the lock');
 
 # From its next batch on, a batch stays open 5 s after the queue runs dry (max_batch_ms

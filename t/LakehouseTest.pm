@@ -258,25 +258,6 @@ sub lh_check_exactly_once
 	return $wm;
 }
 
-# Holds a stream's worker back: returns an open session that locks bronze.$stream, so that
-# the worker's next batch waits for it (the way the fault tests build a backlog the worker
-# cannot keep pace with). COMMIT through the session lets the worker go on.
-sub lh_hold_bronze
-{
-	my ($node, $stream) = @_;
-	my $hold = $node->background_psql('postgres');
-	$hold->set_query_timer_restart;
-	$hold->query_safe("BEGIN; LOCK TABLE bronze.$stream IN SHARE MODE");
-	return $hold;
-}
-
-# Whether backend $pid waits for a lock (polls until it does, or the default timeout).
-sub lh_waits_for_lock
-{
-	my ($node, $pid) = @_;
-	return $node->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)");
-}
-
 # Polls $count_sql through one open session until it returns more than $beyond, and
 # returns what it saw and the server's clock at that moment. A new psql per poll (poll_query_until) is too slow to catch a fast
 # worker in the middle of a backlog, which the fault tests need. Fails the test and dies
