@@ -186,6 +186,47 @@ SELECT g.sessions = s.sessions AND g.edits_per_session = s.eps AND g.median_leng
                percentile_disc(0.9) WITHIN GROUP (ORDER BY floor(extract(epoch FROM session_end - session_start))) AS p90
           FROM sessions_from_scratch) s;
 
+-- Pages edited once, by one editor or by none (an edit without a user name), beside pages
+-- edited more often, in one hour of frwiki: gold.top_pages_hourly ranks them in three runs
+-- (see lakehouse._recentchange_top_pages_view), and every rank must still be the window's.
+SELECT fake_batch(ARRAY(SELECT rc(1000 + i, 700 + i / 100.0, CASE WHEN i % 7 = 0 THEN NULL ELSE 'u' || (i % 5) END,
+                                 'Solo ' || lpad(((i * 37) % 300)::text, 3, '0'), 'frwiki')
+                          FROM generate_series(1, 300) i));
+SELECT fake_batch(ARRAY[rc(1301, 705, 'ann', 'Busy', 'frwiki'), rc(1302, 706, 'bea', 'Busy', 'frwiki'),
+                        rc(1303, 707, 'ann', 'Busy', 'frwiki'), rc(1304, 708, 'ann', 'Twice', 'frwiki'),
+                        rc(1305, 709, NULL, 'Twice', 'frwiki'), rc(1306, 710, NULL, 'Anon twice', 'frwiki'),
+                        rc(1307, 711, NULL, 'Anon twice', 'frwiki'), rc(1308, 712, 'cy', 'Two editors', 'frwiki'),
+                        rc(1309, 713, 'di', 'Two editors', 'frwiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT count(*) AS pages, count(*) FILTER (WHERE edits = 1 AND distinct_editors = 1) AS once_by_one,
+       count(*) FILTER (WHERE edits = 1 AND distinct_editors = 0) AS once_by_none, count(*) FILTER (WHERE edits > 1) AS more
+  FROM gold.top_pages_hourly WHERE hour = '2026-01-01 21:00+00' AND wiki = 'frwiki';
+SELECT title, edits, distinct_editors, rank FROM gold.top_pages_hourly
+ WHERE hour = '2026-01-01 21:00+00' AND wiki = 'frwiki' AND (rank <= 6 OR rank BETWEEN 261 AND 264 OR rank >= 303) ORDER BY rank;
+-- Top lists that end inside each run, and the whole list, are the window's first N.
+SELECT n, (SELECT count(*) FROM ((SELECT hour, wiki, title, edits, distinct_editors, rank FROM gold.top_pages_hourly
+                                   WHERE wiki = 'frwiki' AND rank <= n
+                                  EXCEPT SELECT * FROM pages_from_scratch WHERE wiki = 'frwiki' AND rank <= n)
+                                 UNION ALL
+                                 (SELECT * FROM pages_from_scratch WHERE wiki = 'frwiki' AND rank <= n
+                                  EXCEPT SELECT hour, wiki, title, edits, distinct_editors, rank FROM gold.top_pages_hourly
+                                   WHERE wiki = 'frwiki' AND rank <= n)) d) AS differences
+  FROM unnest(ARRAY[1, 3, 4, 5, 100, 262, 263, 300, 304, 1000]) n;
+-- A top 5 of that hour reads 5 page-hours (and at most one more per run it opens), not
+-- the 300 there are.
+CREATE FUNCTION pg_temp.page_hours_read(q text) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+  plan jsonb;
+BEGIN
+  EXECUTE 'EXPLAIN (ANALYZE, FORMAT JSON, TIMING OFF) ' || q INTO plan;
+  RETURN (SELECT sum((n->>'Actual Rows')::bigint * (n->>'Actual Loops')::bigint)
+            FROM jsonb_path_query(plan, 'strict $.**') n
+           WHERE jsonb_typeof(n) = 'object' AND n->>'Relation Name' = 'gold_page_hour');
+END $$;
+SELECT pg_temp.page_hours_read($q$SELECT * FROM gold.top_pages_hourly WHERE hour = '2026-01-01 21:00+00' AND wiki = 'frwiki' AND rank <= 5$q$)
+         AS read_for_top_5,
+       pg_temp.page_hours_read($q$SELECT * FROM gold.top_pages_hourly WHERE hour = '2026-01-01 21:00+00' AND wiki = 'frwiki'$q$)
+         AS read_for_all;
 DROP VIEW sessions_from_scratch, pages_from_scratch;
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT count(*) AS gold_views_left FROM pg_views WHERE schemaname = 'gold';

@@ -216,6 +216,12 @@ SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
 SELECT title, edits, distinct_editors FROM gold.top_pages_hourly;
 SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS public_reads,
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
+-- The pipeline's own tables and view as the update left them, to compare with a fresh
+-- pipeline's below (indexes of gold_page_hour changed in 0.7.0, the view in 0.4.0 and 0.7.0).
+CREATE TEMP TABLE pipeline_upgraded AS
+  SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
+   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
+  UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass);
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
@@ -234,6 +240,16 @@ SELECT count(*) AS generated_in_extension FROM pg_depend d JOIN pg_proc p ON d.c
  WHERE d.refclassid = 'pg_extension'::regclass AND p.proname ~ '^silver_(u|edits)_';
 SELECT count(*) AS pipeline_relations_in_extension FROM pg_depend d JOIN pg_class c ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
  WHERE d.refclassid = 'pg_extension'::regclass AND (c.relname LIKE 'gold%' OR c.relname IN ('edits', 'editor_sessions', 'top_pages_hourly'));
+SELECT lakehouse.drop_recentchange_pipeline();
+-- A pipeline declared now has the same indexes and view as the upgraded one had.
+SELECT lakehouse.create_recentchange_pipeline('u');
+SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
+  FROM pipeline_upgraded p FULL JOIN (
+    SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
+     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
+    UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)) f
+    ON f.kind = p.kind AND f.name = p.name
+ ORDER BY 1, 2;
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT lakehouse.drop_silver('u', true);
 SELECT count(*) AS left_behind FROM pg_proc WHERE proname ~ '^silver_(u|edits)_';
