@@ -217,11 +217,14 @@ SELECT title, edits, distinct_editors FROM gold.top_pages_hourly;
 SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS public_reads,
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
 -- The pipeline's own tables and view as the update left them, to compare with a fresh
--- pipeline's below (indexes of gold_page_hour changed in 0.7.0, the view in 0.4.0 and 0.7.0).
+-- pipeline's below (gold_page_hour's indexes and constraints changed in 0.7.0, the view in
+-- 0.4.0 and 0.7.0).
 CREATE TEMP TABLE pipeline_upgraded AS
   SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
    WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
-  UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass);
+  UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
+  UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
+   WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass;
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
@@ -247,11 +250,61 @@ SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
   FROM pipeline_upgraded p FULL JOIN (
     SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
      WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
-    UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)) f
+    UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
+    UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
+     WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass) f
     ON f.kind = p.kind AND f.name = p.name
  ORDER BY 1, 2;
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT lakehouse.drop_silver('u', true);
 SELECT count(*) AS left_behind FROM pg_proc WHERE proname ~ '^silver_(u|edits)_';
+
+-- A pipeline declared under 0.6.0 whose primary key an operator renamed, with a view of the
+-- user's own over gold.top_pages_hourly and narrowed privileges: the 0.7.0 update rebuilds
+-- gold_page_hour's keys and replaces the view in place, so the user's view, the owner and
+-- the privileges stay, and the ranks are what they were.
+SET client_min_messages = warning;
+DROP EXTENSION lakehouse CASCADE;
+RESET client_min_messages;
+CREATE EXTENSION lakehouse VERSION '0.6.0';
+INSERT INTO lakehouse.streams (name, topic, enabled) VALUES ('u', 'no.such.topic', false);
+CREATE TABLE bronze.u (kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+  kafka_timestamp timestamptz, kafka_key text, payload jsonb NOT NULL, batch_id bigint NOT NULL,
+  ingested_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (kafka_partition, kafka_offset));
+CREATE FUNCTION rc_page_batch(b bigint, o bigint, n integer, usr text, title text) RETURNS void LANGUAGE sql AS $$
+  SELECT one_row_batch(b, 0, o, jsonb_build_object('meta', jsonb_build_object('id', format('00000000-0000-4000-8000-%s', lpad(n::text, 12, '0')),
+                                                                              'dt', '2020-01-01T10:30:00Z'),
+                                                   'type', 'edit', 'wiki', 'enwiki', 'title', title, 'user', usr))
+$$;
+SELECT rc_page_batch(1, 0, 1, 'alice', 'Once'), rc_page_batch(2, 1, 2, 'bob', 'Thrice'), rc_page_batch(3, 2, 3, 'carol', 'Thrice'),
+       rc_page_batch(4, 3, 4, 'bob', 'Thrice'), rc_page_batch(5, 4, 5, 'dan', 'Another once'), rc_page_batch(6, 5, 6, NULL, 'By nobody');
+SELECT lakehouse.create_recentchange_pipeline('u');
+SELECT lakehouse.set_silver_continuous('edits', false);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+ALTER TABLE lakehouse.gold_page_hour RENAME CONSTRAINT gold_page_hour_pkey TO page_hour_key;
+CREATE VIEW public.my_top_two AS SELECT title, edits, rank FROM gold.top_pages_hourly WHERE rank <= 2;
+REVOKE SELECT ON gold.top_pages_hourly FROM PUBLIC;
+GRANT SELECT ON gold.top_pages_hourly TO lakehouse_admin;
+CREATE TEMP TABLE view_before AS
+  SELECT c.relowner, (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages_hourly) AS ranks
+    FROM pg_class c WHERE c.oid = 'gold.top_pages_hourly'::regclass;
+ALTER EXTENSION lakehouse UPDATE TO '0.7.0';
+SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
+SELECT c.relowner = b.relowner AS same_owner,
+       (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages_hourly) = b.ranks AS same_ranks,
+       has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS public_reads,
+       has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads,
+       NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e') AS not_in_extension
+  FROM pg_class c, view_before b WHERE c.oid = 'gold.top_pages_hourly'::regclass;
+SELECT k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass ORDER BY 1;
+SELECT indexdef FROM pg_indexes WHERE schemaname = 'lakehouse' AND tablename = 'gold_page_hour' ORDER BY 1;
+-- The pass and the check go on with the new keys.
+SELECT rc_page_batch(7, 6, 7, 'erin', 'Once'), rc_page_batch(8, 7, 8, 'fay', 'Once'), rc_page_batch(9, 8, 9, 'gus', 'Once');
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
+SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name = 'gold_reconciles:edits';
+DROP VIEW public.my_top_two;
+SELECT lakehouse.drop_recentchange_pipeline();
+DROP FUNCTION rc_page_batch(bigint, bigint, integer, text, text);
 DROP FUNCTION u_batch(bigint, integer, bigint, integer, integer), rc_batch(bigint, bigint, integer, text),
               one_row_batch(bigint, integer, bigint, jsonb);
