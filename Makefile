@@ -13,7 +13,9 @@ OBJS = \
 	src/message_check.o \
 	src/sink.o \
 	src/batch_writer.o \
-	src/offsets.o \
+	src/worker_tx.o \
+	src/stream_catalog.o \
+	src/batch_ledger.o \
 	src/stream_worker.o \
 	src/silver_worker.o \
 	src/silver_rights.o

@@ -7,7 +7,7 @@
 
 #include <librdkafka/rdkafka.h>
 
-#include "offsets.h"
+#include "batch_ledger.h"
 
 extern void lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_bytes);
 

@@ -30,6 +30,7 @@
 #include "launcher.h"
 #include "silver_worker.h"
 #include "stream_worker.h"
+#include "worker_tx.h"
 
 /* Seconds before the postmaster restarts a launcher that exited with an error. */
 #define LAUNCHER_RESTART_S 10
@@ -154,11 +155,7 @@ reconcile_workers(void)
 {
 	bool		have_streams;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "lakehouse: checking streams");
+	lh_tx_begin("lakehouse: checking streams");
 
 	for (int i = 0; i < nworkers; i++)
 		workers[i].seen = false;
@@ -185,11 +182,7 @@ reconcile_workers(void)
 			worker_entry(LH_SILVER_WORKER_ENTRY)->seen = true;
 	}
 
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	lh_tx_commit();
 
 	for (int i = 0; i < nworkers; i++)
 	{

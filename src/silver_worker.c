@@ -38,6 +38,7 @@
 #include "guc.h"
 #include "launcher.h"
 #include "silver_worker.h"
+#include "worker_tx.h"
 
 #define SILVER_MAX_BACKOFF_MS 30000
 
@@ -90,11 +91,7 @@ tables_with_work(bool *installed, bool *any_continuous)
 	List	   *names = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "lakehouse: looking for new bronze batches");
+	lh_tx_begin("lakehouse: looking for new bronze batches");
 
 	*installed = lakehouse_owns_relation("lakehouse.silver_tables");
 	*any_continuous = false;
@@ -121,10 +118,7 @@ tables_with_work(bool *installed, bool *any_continuous)
 		}
 	}
 
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
+	lh_tx_commit();
 	return names;
 }
 

@@ -2,8 +2,10 @@
  * sink.c: bronze writer. A batch is encoded as a binary COPY stream in memory and handed to
  * CopyFrom() through a data-source callback: the same code path as COPY FROM STDIN, with
  * its multi-insert buffering, without SQL text, quoting or a client round trip. The batch's
- * messages were checked by message_check.c first, so a row failure here means a bug or a
- * constraint (for example a duplicate primary key), and aborts the batch's transaction.
+ * messages were screened by message_check.c first; a row COPY still refuses raises an
+ * error here. batch_writer.c runs each attempt in a subtransaction: a data error splits the
+ * batch until the message at fault stands alone and becomes a dead letter; any other error
+ * aborts the batch's transaction.
  */
 #include "postgres.h"
 

@@ -38,7 +38,9 @@
 #include "guc.h"
 #include "launcher.h"
 #include "kafka_client.h"
-#include "offsets.h"
+#include "batch_ledger.h"
+#include "stream_catalog.h"
+#include "worker_tx.h"
 #include "batch_writer.h"
 #include "stream_worker.h"
 
@@ -186,7 +188,7 @@ discover_partitions(int32 **ids, int *count)
 		if (err == RD_KAFKA_RESP_ERR_NO_ERROR && *count > 0)
 		{
 			if (reported)
-				lh_stream_set_state(&st, "starting", NULL);
+				lh_stream_set_state(&st, LH_STATE_STARTING, NULL);
 			return;
 		}
 		if (!reported)
@@ -198,7 +200,7 @@ discover_partitions(int32 **ids, int *count)
 					(errmsg("lakehouse stream \"%s\" is waiting for Kafka topic \"%s\" on \"%s\"",
 							st.name, st.topic, st.brokers),
 					 errdetail("%s", why)));
-			lh_stream_set_state(&st, "waiting for broker", why);
+			lh_stream_set_state(&st, LH_STATE_WAITING_FOR_BROKER, why);
 			reported = true;
 		}
 		wait_for_messages(backoff);
@@ -296,12 +298,12 @@ handle_consumer_error(rd_kafka_message_t *rkm)
 				 errdetail("librdkafka said: %s.", what),
 				 errhint("The worker restarts with a new client.")));
 	/* Transient (broker down, restarting): librdkafka retries by itself. */
-	if (strcmp(st.state, "waiting for broker") != 0)
+	if (st.state != LH_STATE_WAITING_FOR_BROKER)
 	{
 		ereport(LOG,
 				(errmsg("lakehouse stream \"%s\": Kafka client error, retrying", st.name),
 				 errdetail("%s", what)));
-		lh_stream_set_state(&st, "waiting for broker", what);
+		lh_stream_set_state(&st, LH_STATE_WAITING_FOR_BROKER, what);
 	}
 }
 
@@ -342,12 +344,12 @@ note_client_error(void)
 				 errmsg("fatal Kafka client error in stream \"%s\"", st.name),
 				 errdetail("librdkafka said: %s.", lh_kafka_client_error.reason),
 				 errhint("The worker restarts with a new client.")));
-	if (strcmp(st.state, "waiting for broker") != 0)
+	if (st.state != LH_STATE_WAITING_FOR_BROKER)
 	{
 		ereport(LOG,
 				(errmsg("lakehouse stream \"%s\" lost its Kafka brokers; librdkafka keeps retrying", st.name),
 				 errdetail("%s", lh_kafka_client_error.reason)));
-		lh_stream_set_state(&st, "waiting for broker", lh_kafka_client_error.reason);
+		lh_stream_set_state(&st, LH_STATE_WAITING_FOR_BROKER, lh_kafka_client_error.reason);
 	}
 }
 
@@ -361,12 +363,12 @@ recheck_brokers(void)
 	int32	   *ids;
 	int			count;
 
-	if (strcmp(st.state, "waiting for broker") != 0)
+	if (st.state != LH_STATE_WAITING_FOR_BROKER)
 		return;
 	if (lh_kafka_topic_partitions(kc, st.topic, 500, &ids, &count) == RD_KAFKA_RESP_ERR_NO_ERROR)
 	{
 		ereport(LOG, (errmsg("lakehouse stream \"%s\" reached its Kafka brokers again", st.name)));
-		lh_stream_set_state(&st, "running", NULL);
+		lh_stream_set_state(&st, LH_STATE_RUNNING, NULL);
 	}
 	note_client_error();
 }
@@ -531,21 +533,12 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	 */
 	lh_batch_begin(&batch, &st, first_at);
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
+	lh_tx_begin("lakehouse: committing micro-batch");
 
 	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
 	positions_beyond(&batch);
 	lh_batch_finish(&batch);
-
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	pgstat_report_stat(false);
-	pgstat_report_activity(STATE_IDLE, NULL);
+	lh_tx_commit();
 
 	lh_batch_committed(&batch, &st);
 	if (lakehouse_commit_to_kafka)
@@ -620,7 +613,7 @@ run_stream(void)
 	open_consumer();
 	discover_partitions(&ids, &count);
 	lh_offsets_reconcile(&st, kc, ids, count);
-	lh_stream_set_state(&st, "running", NULL);
+	lh_stream_set_state(&st, LH_STATE_RUNNING, NULL);
 	assign_partitions();
 	ereport(LOG,
 			(errmsg("lakehouse stream \"%s\" consuming topic \"%s\" from %d partitions",
@@ -668,8 +661,8 @@ run_stream(void)
 		stop_pending_partitions();
 		watch_partitions();
 		apply_prefetch_memory();
-		if (n > 0 && strcmp(st.state, "running") != 0)
-			lh_stream_set_state(&st, "running", NULL);
+		if (n > 0 && st.state != LH_STATE_RUNNING)
+			lh_stream_set_state(&st, LH_STATE_RUNNING, NULL);
 		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(loop_cxt);
 	}
@@ -716,7 +709,7 @@ lakehouse_stream_main(Datum main_arg)
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.
 		 */
-		lh_stream_set_state(&st, lh_stream_lock_held ? "error" : NULL, edata->message);
+		lh_stream_set_state(&st, lh_stream_lock_held ? LH_STATE_ERROR : LH_STATE_KEEP, edata->message);
 		proc_exit(1);
 	}
 	PG_END_TRY();

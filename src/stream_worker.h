@@ -1,6 +1,6 @@
 /*
  * stream_worker.h: what one stream worker knows about its stream, shared by the worker loop
- * (stream_worker.c) and the transactional parts (offsets.c).
+ * (stream_worker.c) and the transactional parts (stream_catalog.c, batch_ledger.c).
  */
 #ifndef LAKEHOUSE_STREAM_WORKER_H
 #define LAKEHOUSE_STREAM_WORKER_H
@@ -27,6 +27,24 @@ typedef struct StreamPartition
 	int64		unreadable_offset;	/* with stop_pending: -1, or a message that could not be read */
 } StreamPartition;
 
+/*
+ * What a stream worker says it is doing, in lakehouse.streams.state (stream_status() shows
+ * it). LH_STATE_OTHER: a state the worker did not write (created, stopped: set from SQL).
+ * LH_STATE_KEEP is no state: lh_stream_set_state records only last_error.
+ */
+typedef enum LhStreamState
+{
+	LH_STATE_KEEP,
+	LH_STATE_OTHER,
+	LH_STATE_STARTING,
+	LH_STATE_WAITING_FOR_BROKER,
+	LH_STATE_RUNNING,
+	LH_STATE_ERROR
+} LhStreamState;
+
+/* The names written to lakehouse.streams.state, by LhStreamState (NULL: none written). */
+extern const char *const lh_stream_state_names[];
+
 typedef struct StreamState
 {
 	char		name[LH_STREAM_NAME_MAX];
@@ -34,7 +52,7 @@ typedef struct StreamState
 	char	   *brokers;		/* resolved: the stream's own or lakehouse.brokers */
 	char	   *start_from;
 	bool		enabled;
-	char		state[64];		/* as last written to lakehouse.streams.state */
+	LhStreamState state;		/* as last read from or written to lakehouse.streams.state */
 	StreamPartition *parts;
 	int			nparts;
 	int64		next_batch_id;

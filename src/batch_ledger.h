@@ -1,23 +1,10 @@
 /*
- * offsets.h: the transactional side of a stream worker: loading the stream, reconciling
- * the stored offsets with the data, and committing a micro-batch's bookkeeping (offsets
- * compare-and-set, dead letters, progress) inside the batch's transaction.
+ * batch_ledger.h: one micro-batch's bookkeeping in its own transaction (see batch_ledger.c).
  */
-#ifndef LAKEHOUSE_OFFSETS_H
-#define LAKEHOUSE_OFFSETS_H
+#ifndef LAKEHOUSE_BATCH_LEDGER_H
+#define LAKEHOUSE_BATCH_LEDGER_H
 
-#include "kafka_client.h"
 #include "stream_worker.h"
-
-/*
- * The session lock each stream worker holds on its stream, in pg_locks: locktype
- * advisory, classid LH_STREAM_LOCK_CLASS ("LKHS"), objid the bronze table's oid, objsubid
- * LH_STREAM_LOCK_SUBID, which the SQL advisory lock functions (1 and 2) never use.
- */
-#define LH_STREAM_LOCK_CLASS 1279936595
-#define LH_STREAM_LOCK_SUBID 3
-
-extern bool lh_stream_lock_held;
 
 /*
  * Per partition a batch moves: the one it received messages from, or whose consumer
@@ -59,12 +46,6 @@ typedef struct LhBatch
 	int			nskipped;
 	int			skipped_capacity;
 } LhBatch;
-
-extern void lh_stream_load(StreamState *st);
-extern void lh_stream_set_state(StreamState *st, const char *state, const char *error);
-extern void lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count);
-extern void lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why);
-extern void lh_offsets_stop_unreadable(StreamState *st, StreamPartition *p, int64 offset, const char *why);
 
 extern void lh_batch_begin(LhBatch *b, StreamState *st, TimestampTz first_message_at);
 extern void lh_batch_note(LhBatch *b, int32 partition, int64 offset, size_t bytes);
