@@ -70,3 +70,7 @@ EXTRA_CLEAN += $(PRODUCER)
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# PGXS (Debian: autodepend off) does not know which headers an object reads: any header
+# change rebuilds every object, so that no two objects disagree on a struct's layout.
+$(OBJS) $(OBJS:.o=.bc): $(wildcard $(srcdir)/src/*.h)

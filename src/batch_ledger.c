@@ -8,16 +8,8 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
-#include "miscadmin.h"
-#include "pgstat.h"
-#include "storage/ipc.h"
-#include "storage/lock.h"
 #include "utils/builtins.h"
-#include "utils/memutils.h"
-#include "utils/snapmgr.h"
 
 #include "batch_ledger.h"
 #include "worker_tx.h"

@@ -22,7 +22,6 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
@@ -116,6 +115,8 @@ start_worker(LaunchedWorker *w)
 {
 	BackgroundWorker worker;
 	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext oldcxt;
+	bool		registered;
 
 	if (now < w->next_start)
 		return;
@@ -130,7 +131,11 @@ start_worker(LaunchedWorker *w)
 	}
 	worker.bgw_notify_pid = MyProcPid;
 
-	if (!RegisterDynamicBackgroundWorker(&worker, &w->handle))
+	/* The handle lives as long as its entry in workers[], whatever context is current. */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &w->handle);
+	MemoryContextSwitchTo(oldcxt);
+	if (!registered)
 	{
 		w->handle = NULL;
 		if (TimestampDifferenceExceeds(slots_warned_at, now, 60000))

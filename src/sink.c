@@ -3,9 +3,10 @@
  * CopyFrom() through a data-source callback: the same code path as COPY FROM STDIN, with
  * its multi-insert buffering, without SQL text, quoting or a client round trip. The batch's
  * messages were screened by message_check.c first; a row COPY still refuses raises an
- * error here. batch_writer.c runs each attempt in a subtransaction: a data error splits the
- * batch until the message at fault stands alone and becomes a dead letter; any other error
- * aborts the batch's transaction.
+ * error here. batch_writer.c runs each attempt in a subtransaction: after a data error it
+ * checks every payload with the JSON parser, then splits the batch until the message at
+ * fault stands alone and becomes a dead letter; any other error aborts the batch's
+ * transaction.
  */
 #include "postgres.h"
 

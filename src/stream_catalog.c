@@ -12,16 +12,13 @@
  */
 #include "postgres.h"
 
-#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
-#include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 
 #include "kafka_client.h"
 #include "stream_catalog.h"
@@ -44,7 +41,7 @@ log_event(const char *stream, const char *event, const char *detail_json)
 static LhStreamState
 state_by_name(const char *name)
 {
-	for (int s = LH_STATE_STARTING; s <= LH_STATE_ERROR; s++)
+	for (int s = LH_STATE_STARTING; s < LH_STATE_COUNT; s++)
 		if (name != NULL && strcmp(name, lh_stream_state_names[s]) == 0)
 			return (LhStreamState) s;
 	return LH_STATE_OTHER;
@@ -139,21 +136,22 @@ const char *const lh_stream_state_names[] = {
 	[LH_STATE_RUNNING] = "running",
 	[LH_STATE_ERROR] = "error",
 };
+StaticAssertDecl(lengthof(lh_stream_state_names) == LH_STATE_COUNT, "a name for every LhStreamState");
 
 /*
  * Records the worker's state where stream_status() reads it; its own short transaction.
- * state NULL records only last_error: a worker that does not hold its stream's lock (it
+ * LH_STATE_KEEP records only last_error: a worker that does not hold its stream's lock (it
  * failed before taking it) leaves state and worker_pid to the worker that may hold it.
  */
 void
 lh_stream_set_state(StreamState *st, LhStreamState which, const char *error)
 {
 	const char *state = lh_stream_state_names[which];
-
 	Oid			types[4] = {TEXTOID, TEXTOID, TEXTOID, INT4OID};
 	Datum		values[4];
 	char		nulls[4] = {' ', state ? ' ' : 'n', error ? ' ' : 'n', ' '};
 
+	Assert(which != LH_STATE_OTHER && which < LH_STATE_COUNT);
 	values[0] = CStringGetTextDatum(st->name);
 	values[1] = state ? CStringGetTextDatum(state) : (Datum) 0;
 	values[2] = error ? CStringGetTextDatum(error) : (Datum) 0;
@@ -390,7 +388,4 @@ lh_offsets_stop_unreadable(StreamState *st, StreamPartition *p, int64 offset, co
 						"librdkafka could not decode the record (corrupt, or compressed in a way it cannot read); nothing from it on was committed.",
 						"Look at the record with a Kafka tool, then call lakehouse.reset_offsets('%s', %d, <next offset>) to resume past it.");
 }
-
-/* ---------------------------------------------------------------------------------- */
-/* Inside the batch's transaction */
 

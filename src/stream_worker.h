@@ -29,7 +29,7 @@ typedef struct StreamPartition
 
 /*
  * What a stream worker says it is doing, in lakehouse.streams.state (stream_status() shows
- * it). LH_STATE_OTHER: a state the worker did not write (created, stopped: set from SQL).
+ * it). LH_STATE_OTHER: a state the worker did not write (the column's default, 'created').
  * LH_STATE_KEEP is no state: lh_stream_set_state records only last_error.
  */
 typedef enum LhStreamState
@@ -39,7 +39,8 @@ typedef enum LhStreamState
 	LH_STATE_STARTING,
 	LH_STATE_WAITING_FOR_BROKER,
 	LH_STATE_RUNNING,
-	LH_STATE_ERROR
+	LH_STATE_ERROR,
+	LH_STATE_COUNT				/* not a state: how many there are */
 } LhStreamState;
 
 /* The names written to lakehouse.streams.state, by LhStreamState (NULL: none written). */

@@ -21,6 +21,7 @@ static MemoryContext tx_caller_cxt;
 void
 lh_tx_begin(const char *activity)
 {
+	Assert(!IsTransactionOrTransactionBlock());	/* one at a time: the saved context is one */
 	tx_caller_cxt = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -36,6 +37,7 @@ lh_tx_commit(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(tx_caller_cxt);
+	tx_caller_cxt = NULL;
 	pgstat_report_stat(false);
 	pgstat_report_activity(STATE_IDLE, NULL);
 }
