@@ -16,6 +16,7 @@
  * The random numbers come from splitmix64 with a fixed seed, so a recording is
  * reproducible byte for byte.
  */
+#include "console.h"
 #include "generate.h"
 
 #include <errno.h>

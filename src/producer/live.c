@@ -15,6 +15,7 @@
  * of checkpoints (the sequence number after an event's message, and its SSE id) is
  * popped as acknowledgements arrive.
  */
+#include "console.h"
 #include "live.h"
 
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * main.c: lakehouse-producer's command line: options, usage, signals, and the
+ * main.c: lakehouse-producer's command line: options, usage, and the
  * one-line summary every run ends with. The work is in replay.c (--file), live.c
  * (--url), generate.c (--generate), route.c and kafka_out.c.
  *
@@ -9,13 +9,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "console.h"
 #include "generate.h"
 #include "kafka_out.h"
 #include "live.h"
@@ -25,25 +25,9 @@
 #include "route.h"
 #include "scenario.h"
 
-volatile sig_atomic_t producer_stop = 0;
-
 /* More validation threads than this only contend for the one publishing thread. */
 #define MAX_THREADS 64
 
-
-void
-say(const producer_options *o, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (o && o->quiet)
-		return;
-	fputs("lakehouse-producer: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
 
 static void
 usage(FILE *out)
@@ -139,13 +123,6 @@ number(const char *opt, const char *arg, long long min, long long max)
 		usage_error("invalid value \"%s\" for --%s: expected an integer from %lld to %lld",
 					arg, opt, min, max);
 	return v;
-}
-
-static void
-on_signal(int sig)
-{
-	(void) sig;
-	producer_stop = 1;
 }
 
 enum
@@ -338,17 +315,9 @@ main(int argc, char **argv)
 	char		err[512];
 	char	   *dlq = NULL;
 	int			rc;
-	struct sigaction sa;
 
 	parse_options(argc, argv, &o);
-
-	/* No SA_RESTART: a blocking read should return so the loops see the flag. */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	console_catch_signals();
 
 	if (o.generate >= 0)
 		return generate_run(&o);

@@ -1,6 +1,6 @@
 /*
- * producer.h: what the parts of lakehouse-producer share: the parsed command line,
- * the run's counters and the stop flag set by SIGINT/SIGTERM.
+ * producer.h: what the parts of lakehouse-producer share: the parsed command line and
+ * the run's counters (messages and the stop flag: console.h).
  *
  * Each mode (replay.c, live.c, generate.c) reads only the options it needs; main.c
  * fills this struct and picks the mode.
@@ -62,12 +62,5 @@ typedef struct producer_counts
 	unsigned long long failed;	/* delivery failed for good (message.timeout.ms passed) */
 	unsigned long long reconnects;	/* live mode */
 } producer_counts;
-
-/* Set from the signal handler; every loop checks it. */
-extern volatile sig_atomic_t producer_stop;
-
-/* Progress and warnings to stderr, silenced by --quiet (errors are never silenced). */
-void		say(const producer_options *o, const char *fmt,...)
-			__attribute__((format(printf, 2, 3)));
 
 #endif							/* LAKEHOUSE_PRODUCER_H */

@@ -16,6 +16,7 @@
  * A pre-pass counts the events and finds the newest time, so violations can be
  * spread over the run and late events placed relative to it.
  */
+#include "console.h"
 #include "replay.h"
 
 #include <errno.h>

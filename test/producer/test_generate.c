@@ -11,15 +11,6 @@
 #include "generate.h"
 #include "tap.h"
 
-volatile sig_atomic_t producer_stop = 0;
-
-void
-say(const producer_options *o, const char *fmt,...)
-{
-	(void) o;
-	(void) fmt;
-}
-
 #define N 5000
 
 static bool

@@ -17,15 +17,6 @@
 #include "json_fast.h"
 #include "tap.h"
 
-volatile sig_atomic_t producer_stop = 0;
-
-void
-say(const producer_options *o, const char *fmt,...)
-{
-	(void) o;
-	(void) fmt;
-}
-
 /* What the reader must do with a case. */
 typedef enum
 {
