@@ -251,6 +251,44 @@ SELECT count(*) AS times, count(*) FILTER (WHERE date_bin('1 hour', t, '4714-11-
   FROM unnest(ARRAY['1999-12-31 23:00:00+00', '1999-12-31 22:59:59.999999+00', '2000-01-01 00:00:00+00', '1970-01-01 00:00:00+00',
                     '1969-12-31 23:59:30+00', '0044-03-15 12:34:56+00 BC', '2026-12-01 10:00:00+00', '2026-12-01 10:59:59.999999+00',
                     '2038-01-19 03:14:08+00', '1900-02-28 13:00:00+05']::timestamptz[]) t;
+-- A pass reads the sessions within reach of its edits, not the editor's history: a
+-- veteran has 10,000 past sessions (planted, an hour apart in 2024 and 2025; gold does not
+-- count them) and an open one of 21:40 to 21:50, then edits at 22:00. The pass merges
+-- that session and reads a handful of session rows (counted in its own transaction), not
+-- all of them; so does the replay of a late edit that bridges two of the planted ones.
+INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
+SELECT 'enwiki', 'veteran', s, s + interval '5 min', 2, 10, true
+  FROM generate_series(timestamptz '2024-01-01 00:00+00', timestamptz '2024-01-01 00:00+00' + interval '9999 hours',
+                       interval '1 hour') s;
+INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
+VALUES ('enwiki', 'veteran', '2026-01-01 21:40+00', '2026-01-01 21:50+00', 2, 10, false);
+ANALYZE silver.editor_sessions;
+SELECT fake_batch(ARRAY[rc(1400, 720, 'veteran', 'Old hand'),
+                        rc(1401, (extract(epoch FROM timestamptz '2024-06-01 00:30+00' - timestamptz '2026-01-01 10:00+00') / 60)::numeric,
+                           'veteran', 'Old hand')]);
+-- Rows of editor_sessions read (sequential and by index), from the cumulative statistics
+-- flushed after each statement.
+SET stats_fetch_consistency = none;
+CREATE FUNCTION pg_temp.session_rows_read() RETURNS bigint LANGUAGE sql AS
+  $$ SELECT x.seq_tup_read + x.idx_tup_fetch FROM pg_stat_user_tables x WHERE x.relid = 'silver.editor_sessions'::regclass $$;
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.session_rows_read() AS before_read \gset
+SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('edits');
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.session_rows_read() - :before_read AS on_time_read \gset
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.session_rows_read() AS before_read \gset
+SELECT rows_out FROM lakehouse.replay_late('edits', '2024-06-01 00:00+00', '2024-06-02 00:00+00');
+SELECT pg_stat_force_next_flush();
+SELECT pg_temp.session_rows_read() - :before_read AS late_read \gset
+RESET stats_fetch_consistency;
+SELECT count(*) AS veteran_sessions, :on_time_read < count(*) / 100 AS on_time_read_under_one_percent,
+       :late_read < count(*) / 100 AS late_read_under_one_percent
+  FROM silver.editor_sessions WHERE user_name = 'veteran';
+SELECT session_start, session_end, edits, closed FROM silver.editor_sessions
+ WHERE user_name = 'veteran' AND (session_start >= '2026-01-01' OR session_start BETWEEN '2024-05-31 23:00+00' AND '2024-06-01 02:00+00')
+ ORDER BY 1;
+DELETE FROM silver.editor_sessions WHERE user_name = 'veteran' AND session_start < '2026-01-01';
 DROP VIEW sessions_from_scratch, pages_from_scratch;
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT count(*) AS gold_views_left FROM pg_views WHERE schemaname = 'gold';

@@ -218,10 +218,10 @@ SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS publi
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
 -- The pipeline's own tables and view as the update left them, to compare with a fresh
 -- pipeline's below (gold_page_hour's indexes and constraints changed in 0.7.0, the view in
--- 0.4.0 and 0.7.0).
+-- 0.4.0 and 0.7.0, editor_sessions' and gold_editor_day's indexes in 0.8.0).
 CREATE TEMP TABLE pipeline_upgraded AS
   SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
+   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('silver', 'editor_sessions'))
   UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
   UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
    WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass;
@@ -249,7 +249,7 @@ SELECT lakehouse.create_recentchange_pipeline('u');
 SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
   FROM pipeline_upgraded p FULL JOIN (
     SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('silver', 'editor_sessions'))
+     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('silver', 'editor_sessions'))
     UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
     UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
      WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass) f
