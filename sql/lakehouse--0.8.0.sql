@@ -656,7 +656,10 @@ BEGIN
   CREATE TABLE lakehouse.gold_minute (
       minute timestamptz NOT NULL, wiki text NOT NULL, edits bigint NOT NULL, new_pages bigint NOT NULL,
       bot_edits bigint NOT NULL, human_edits bigint NOT NULL, bytes_added bigint NOT NULL, bytes_removed bigint NOT NULL,
-      PRIMARY KEY (minute, wiki));
+      PRIMARY KEY (minute, wiki) INCLUDE (edits, new_pages, bot_edits, human_edits, bytes_added, bytes_removed));
+  -- The primary key carries every column: a day of gold.edits_per_minute (57,600 rows for 40
+  -- wikis) is read from the index alone once autovacuum has seen the minutes, as fast as
+  -- the same rows from a table of just them; a pass writes a few thousand minutes at most.
   -- editor_names: who edited the page in the hour (distinct, in no order), so that distinct
   -- editors stay exact as passes add edits; editors is its length.
   -- gold.top_pages_hourly ranks the pages of an hour and wiki in three runs, each read in

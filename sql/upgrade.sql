@@ -218,13 +218,13 @@ SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS publi
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
 -- The pipeline's own tables and view as the update left them, to compare with a fresh
 -- pipeline's below (gold_page_hour's indexes and constraints changed in 0.7.0, the view in
--- 0.4.0 and 0.7.0, editor_sessions' and gold_editor_day's indexes in 0.8.0).
+-- 0.4.0 and 0.7.0, editor_sessions', gold_editor_day's and gold_minute's indexes in 0.8.0).
 CREATE TEMP TABLE pipeline_upgraded AS
   SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('silver', 'editor_sessions'))
+   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
   UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
   UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-   WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass;
+   WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass);
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
@@ -249,10 +249,10 @@ SELECT lakehouse.create_recentchange_pipeline('u');
 SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
   FROM pipeline_upgraded p FULL JOIN (
     SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('silver', 'editor_sessions'))
+     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
     UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
     UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-     WHERE k.conrelid = 'lakehouse.gold_page_hour'::regclass) f
+     WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass)) f
     ON f.kind = p.kind AND f.name = p.name
  ORDER BY 1, 2;
 SELECT lakehouse.drop_recentchange_pipeline();
@@ -302,6 +302,17 @@ SELECT indexdef FROM pg_indexes WHERE schemaname = 'lakehouse' AND tablename = '
 SELECT rc_page_batch(7, 6, 7, 'erin', 'Once'), rc_page_batch(8, 7, 8, 'fay', 'Once'), rc_page_batch(9, 8, 9, 'gus', 'Once');
 SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
+SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name = 'gold_reconciles:edits';
+-- Then to 0.8.0, gold_minute's primary key renamed too: it is rebuilt carrying every column,
+-- the sessions and editor-day indexes are added, and passes and checks go on.
+ALTER TABLE lakehouse.gold_minute RENAME CONSTRAINT gold_minute_pkey TO minute_key;
+ALTER EXTENSION lakehouse UPDATE TO '0.8.0';
+SELECT k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k WHERE k.conrelid = 'lakehouse.gold_minute'::regclass ORDER BY 1;
+SELECT indexname FROM pg_indexes WHERE (schemaname, tablename) IN (('silver', 'editor_sessions'), ('lakehouse', 'gold_editor_day')) ORDER BY 1;
+SELECT rc_page_batch(10, 9, 10, 'erin', 'Thrice'), rc_page_batch(11, 10, 11, 'hal', 'Once');
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
+SELECT user_name, edits, sessions FROM gold.editor_activity_daily ORDER BY edits DESC, user_name LIMIT 3;
 SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name = 'gold_reconciles:edits';
 DROP VIEW public.my_top_two;
 SELECT lakehouse.drop_recentchange_pipeline();
