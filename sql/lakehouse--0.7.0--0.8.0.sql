@@ -3,8 +3,8 @@
 -- The pass found the sessions a new edit may merge with by joining on (wiki, user) alone:
 -- every past session of the user matched, and as the table grew the planner hashed all of
 -- it in every pass (2,600,000 sessions: 45,000,000 rows read in 37 passes). Edits at or
--- after the low watermark now look among the (wiki, user)'s open sessions only, through
--- the new partial index editor_sessions_open_by_editor; late ones take two short reads of
+-- after the low watermark now look among the open sessions only, read once per pass
+-- through the partial index editor_sessions_open; edits behind it take two short reads of
 -- the primary key; the sessions found are deleted by row address. gold_editor_day_top
 -- (day, edits DESC) serves gold.editor_activity_daily's ORDER BY edits DESC LIMIT n for a
 -- day without sorting all of its editors; gold_minute's primary key carries every column,
@@ -27,9 +27,6 @@ BEGIN
       closed        boolean NOT NULL,
       PRIMARY KEY (wiki, user_name, session_start));
   CREATE INDEX editor_sessions_open ON silver.editor_sessions (session_end) WHERE NOT closed;
-  -- The open sessions of a (wiki, user), which new edits on time can reach (see
-  -- lakehouse._recentchange_on_admit): a small index, whatever the table's history.
-  CREATE INDEX editor_sessions_open_by_editor ON silver.editor_sessions (wiki, user_name, session_start) WHERE NOT closed;
   COMMENT ON TABLE silver.editor_sessions IS
     'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
   COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
@@ -195,35 +192,39 @@ BEGIN
   -- session starts where an edit starts more than the gap after everything before it). A
   -- late edit replayed into a closed session, or one that bridges two sessions, merges
   -- them. Sessions farther than the gap from every new edit cannot change.
-  -- The sessions of one (wiki, user) never overlap, so the ones reaching into [lo, hi] are
-  -- those starting within it and at most one starting before lo: the latest such, if it
-  -- ends at lo or after. Each is found by short reads of an index per (wiki, user) and
-  -- deleted by its row address (a join on (wiki, user) read every past session of the
-  -- user: the planner hashed the whole table for it in every pass). A closed session ended
-  -- more than the gap before the low watermark that closed it (wm or older), so a (wiki,
-  -- user) whose new edits are all at or after wm can reach open sessions only: those come
-  -- from editor_sessions_open_by_editor, which holds just the open ones, and the pass's
-  -- cost stays the same however many sessions the table keeps. Late edits (replay_late)
-  -- take the primary key.
+  -- What that costs must not grow with the table's history. A closed session ended more
+  -- than the gap before the low watermark that closed it (wm or older), so a (wiki, user)
+  -- whose new edits are all at or after wm can reach open sessions only: those are read
+  -- once per pass through editor_sessions_open (a partial index: as many entries as
+  -- sessions are open, whatever the table keeps) and joined to the edits' (wiki, user)s.
+  -- Edits behind wm (a late edit replayed, an on-time edit of a partition that was quiet
+  -- or is new) take two short reads of the primary key per (wiki, user): the sessions of
+  -- one (wiki, user) never overlap, so the ones reaching into [lo, hi] are those starting
+  -- within it and at most one starting before lo, the latest such, if it ends at lo or
+  -- after. What is found is deleted by row address. (A join on (wiki, user) alone read
+  -- every past session of the user: the planner hashed the whole table in every pass.)
   WITH keys AS (SELECT n.wiki, n.user_name,
                        pg_catalog.min(n.event_time) - gap AS lo,
                        pg_catalog.max(n.event_time) + gap AS hi,
                        (wm IS NULL OR pg_catalog.min(n.event_time) >= wm) AS open_only
                   FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL GROUP BY 1, 2),
-       hit AS (SELECT x.id FROM keys k CROSS JOIN LATERAL (
+       open AS MATERIALIZED (SELECT s.ctid AS id, s.wiki, s.user_name, s.session_start, s.session_end
+                               FROM silver.editor_sessions s
+                              WHERE NOT s.closed
+                                AND s.session_end >= (SELECT pg_catalog.min(k.lo) FROM keys k WHERE k.open_only)),
+       hit AS (SELECT o.id FROM keys k JOIN open o ON o.wiki = k.wiki AND o.user_name = k.user_name
+                WHERE k.open_only AND o.session_start <= k.hi AND o.session_end >= k.lo
+               UNION ALL
+               SELECT x.id FROM keys k CROSS JOIN LATERAL (
                  SELECT s.ctid AS id FROM silver.editor_sessions s
-                  WHERE k.open_only AND NOT s.closed AND s.wiki = k.wiki AND s.user_name = k.user_name
-                    AND s.session_start <= k.hi AND s.session_end >= k.lo
-                 UNION ALL
-                 SELECT s.ctid FROM silver.editor_sessions s
-                  WHERE NOT k.open_only AND s.wiki = k.wiki AND s.user_name = k.user_name
+                  WHERE s.wiki = k.wiki AND s.user_name = k.user_name
                     AND s.session_start >= k.lo AND s.session_start <= k.hi
                  UNION ALL
                  SELECT p.id FROM (SELECT s.ctid AS id, s.session_end FROM silver.editor_sessions s
-                                    WHERE NOT k.open_only AND s.wiki = k.wiki AND s.user_name = k.user_name
-                                      AND s.session_start < k.lo
+                                    WHERE s.wiki = k.wiki AND s.user_name = k.user_name AND s.session_start < k.lo
                                     ORDER BY s.session_start DESC LIMIT 1) p
-                  WHERE p.session_end >= k.lo) x),
+                  WHERE p.session_end >= k.lo) x
+                WHERE NOT k.open_only),
        gone AS (DELETE FROM silver.editor_sessions s WHERE s.ctid = ANY (ARRAY(SELECT h.id FROM hit h))
                RETURNING s.*)
   SELECT pg_catalog.array_agg(gone) INTO olds FROM gone;
@@ -283,20 +284,23 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- A pipeline declared before 0.8.0 gets the new indexes now. Building them takes SHARE
--- locks on editor_sessions and gold_editor_day (the silver pass waits, readers do not);
--- gold_minute's primary key is rebuilt under the ALTER's exclusive lock (gold_minute is
--- small: a row per minute and wiki). The key is found by its kind: an operator may have
--- renamed it.
+-- A pipeline declared before 0.8.0 gets the new index now, and gold_minute's primary key
+-- is rebuilt (a row per minute and wiki; an operator may have renamed it: it is found by
+-- its kind). The pipeline's registry row is locked first, as a pass locks it first: a
+-- running pass finishes before this, and the next one waits for the update to commit
+-- (taking the tables' locks in another order than the pass does could deadlock with it).
+-- Readers of gold.editor_activity_daily go on while its index is built; readers of
+-- gold.edits_per_minute wait for the new key. An index of the same name already on the
+-- table is kept; a relation of that name elsewhere in the schema is an error.
 DO $upgrade$
 DECLARE
   pk name;
 BEGIN
-  IF pg_catalog.to_regclass('silver.editor_sessions') IS NOT NULL THEN
-    CREATE INDEX IF NOT EXISTS editor_sessions_open_by_editor ON silver.editor_sessions (wiki, user_name, session_start) WHERE NOT closed;
-  END IF;
-  IF pg_catalog.to_regclass('lakehouse.gold_editor_day') IS NOT NULL THEN
-    CREATE INDEX IF NOT EXISTS gold_editor_day_top ON lakehouse.gold_editor_day (day, edits DESC);
+  PERFORM 1 FROM lakehouse.silver_tables s WHERE s.name = 'edits' FOR UPDATE;
+  IF pg_catalog.to_regclass('lakehouse.gold_editor_day') IS NOT NULL
+     AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+                      WHERE i.indrelid = pg_catalog.to_regclass('lakehouse.gold_editor_day') AND c.relname = 'gold_editor_day_top') THEN
+    CREATE INDEX gold_editor_day_top ON lakehouse.gold_editor_day (day, edits DESC);
   END IF;
   IF pg_catalog.to_regclass('lakehouse.gold_minute') IS NOT NULL THEN
     SELECT c.conname INTO pk FROM pg_catalog.pg_constraint c

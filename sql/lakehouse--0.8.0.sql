@@ -642,9 +642,6 @@ BEGIN
       closed        boolean NOT NULL,
       PRIMARY KEY (wiki, user_name, session_start));
   CREATE INDEX editor_sessions_open ON silver.editor_sessions (session_end) WHERE NOT closed;
-  -- The open sessions of a (wiki, user), which new edits on time can reach (see
-  -- lakehouse._recentchange_on_admit): a small index, whatever the table's history.
-  CREATE INDEX editor_sessions_open_by_editor ON silver.editor_sessions (wiki, user_name, session_start) WHERE NOT closed;
   COMMENT ON TABLE silver.editor_sessions IS
     'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
   COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
@@ -812,35 +809,39 @@ BEGIN
   -- session starts where an edit starts more than the gap after everything before it). A
   -- late edit replayed into a closed session, or one that bridges two sessions, merges
   -- them. Sessions farther than the gap from every new edit cannot change.
-  -- The sessions of one (wiki, user) never overlap, so the ones reaching into [lo, hi] are
-  -- those starting within it and at most one starting before lo: the latest such, if it
-  -- ends at lo or after. Each is found by short reads of an index per (wiki, user) and
-  -- deleted by its row address (a join on (wiki, user) read every past session of the
-  -- user: the planner hashed the whole table for it in every pass). A closed session ended
-  -- more than the gap before the low watermark that closed it (wm or older), so a (wiki,
-  -- user) whose new edits are all at or after wm can reach open sessions only: those come
-  -- from editor_sessions_open_by_editor, which holds just the open ones, and the pass's
-  -- cost stays the same however many sessions the table keeps. Late edits (replay_late)
-  -- take the primary key.
+  -- What that costs must not grow with the table's history. A closed session ended more
+  -- than the gap before the low watermark that closed it (wm or older), so a (wiki, user)
+  -- whose new edits are all at or after wm can reach open sessions only: those are read
+  -- once per pass through editor_sessions_open (a partial index: as many entries as
+  -- sessions are open, whatever the table keeps) and joined to the edits' (wiki, user)s.
+  -- Edits behind wm (a late edit replayed, an on-time edit of a partition that was quiet
+  -- or is new) take two short reads of the primary key per (wiki, user): the sessions of
+  -- one (wiki, user) never overlap, so the ones reaching into [lo, hi] are those starting
+  -- within it and at most one starting before lo, the latest such, if it ends at lo or
+  -- after. What is found is deleted by row address. (A join on (wiki, user) alone read
+  -- every past session of the user: the planner hashed the whole table in every pass.)
   WITH keys AS (SELECT n.wiki, n.user_name,
                        pg_catalog.min(n.event_time) - gap AS lo,
                        pg_catalog.max(n.event_time) + gap AS hi,
                        (wm IS NULL OR pg_catalog.min(n.event_time) >= wm) AS open_only
                   FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL GROUP BY 1, 2),
-       hit AS (SELECT x.id FROM keys k CROSS JOIN LATERAL (
+       open AS MATERIALIZED (SELECT s.ctid AS id, s.wiki, s.user_name, s.session_start, s.session_end
+                               FROM silver.editor_sessions s
+                              WHERE NOT s.closed
+                                AND s.session_end >= (SELECT pg_catalog.min(k.lo) FROM keys k WHERE k.open_only)),
+       hit AS (SELECT o.id FROM keys k JOIN open o ON o.wiki = k.wiki AND o.user_name = k.user_name
+                WHERE k.open_only AND o.session_start <= k.hi AND o.session_end >= k.lo
+               UNION ALL
+               SELECT x.id FROM keys k CROSS JOIN LATERAL (
                  SELECT s.ctid AS id FROM silver.editor_sessions s
-                  WHERE k.open_only AND NOT s.closed AND s.wiki = k.wiki AND s.user_name = k.user_name
-                    AND s.session_start <= k.hi AND s.session_end >= k.lo
-                 UNION ALL
-                 SELECT s.ctid FROM silver.editor_sessions s
-                  WHERE NOT k.open_only AND s.wiki = k.wiki AND s.user_name = k.user_name
+                  WHERE s.wiki = k.wiki AND s.user_name = k.user_name
                     AND s.session_start >= k.lo AND s.session_start <= k.hi
                  UNION ALL
                  SELECT p.id FROM (SELECT s.ctid AS id, s.session_end FROM silver.editor_sessions s
-                                    WHERE NOT k.open_only AND s.wiki = k.wiki AND s.user_name = k.user_name
-                                      AND s.session_start < k.lo
+                                    WHERE s.wiki = k.wiki AND s.user_name = k.user_name AND s.session_start < k.lo
                                     ORDER BY s.session_start DESC LIMIT 1) p
-                  WHERE p.session_end >= k.lo) x),
+                  WHERE p.session_end >= k.lo) x
+                WHERE NOT k.open_only),
        gone AS (DELETE FROM silver.editor_sessions s WHERE s.ctid = ANY (ARRAY(SELECT h.id FROM hit h))
                RETURNING s.*)
   SELECT pg_catalog.array_agg(gone) INTO olds FROM gone;
