@@ -755,6 +755,7 @@ DECLARE
   t lakehouse.silver_tables;
   wm timestamptz;
   olds silver.editor_sessions[];
+  open_from timestamptz;
 BEGIN
   SELECT * INTO t FROM lakehouse.silver_tables s WHERE s.name = 'edits';
   -- The gap and the watermark were fixed when the pipeline was declared. Sessions close by
@@ -814,12 +815,16 @@ BEGIN
   -- whose new edits are all at or after wm can reach open sessions only: those are read
   -- once per pass through editor_sessions_open (a partial index: as many entries as
   -- sessions are open, whatever the table keeps) and joined to the edits' (wiki, user)s.
-  -- Edits behind wm (a late edit replayed, an on-time edit of a partition that was quiet
-  -- or is new) take two short reads of the primary key per (wiki, user): the sessions of
+  -- open_from, a bound at or below every such (wiki, user)'s reach, is computed first so
+  -- that the plan sees it as a value (its histogram says few sessions end after it).
+  -- A (wiki, user) with an edit behind wm (a late edit replayed, an on-time edit of a
+  -- partition that was quiet or is new) takes two short reads of the primary key: the sessions of
   -- one (wiki, user) never overlap, so the ones reaching into [lo, hi] are those starting
   -- within it and at most one starting before lo, the latest such, if it ends at lo or
   -- after. What is found is deleted by row address. (A join on (wiki, user) alone read
   -- every past session of the user: the planner hashed the whole table in every pass.)
+  SELECT pg_catalog.min(n.event_time) - gap INTO open_from
+    FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL AND (wm IS NULL OR n.event_time >= wm);
   WITH keys AS (SELECT n.wiki, n.user_name,
                        pg_catalog.min(n.event_time) - gap AS lo,
                        pg_catalog.max(n.event_time) + gap AS hi,
@@ -828,7 +833,7 @@ BEGIN
        open AS MATERIALIZED (SELECT s.ctid AS id, s.wiki, s.user_name, s.session_start, s.session_end
                                FROM silver.editor_sessions s
                               WHERE NOT s.closed
-                                AND s.session_end >= (SELECT pg_catalog.min(k.lo) FROM keys k WHERE k.open_only)),
+                                AND s.session_end >= open_from),
        hit AS (SELECT o.id FROM keys k JOIN open o ON o.wiki = k.wiki AND o.user_name = k.user_name
                 WHERE k.open_only AND o.session_start <= k.hi AND o.session_end >= k.lo
                UNION ALL
