@@ -201,10 +201,10 @@ BEGIN
   -- open_from, a bound at or below every such (wiki, user)'s reach, is computed first so
   -- that the plan sees it as a value (its histogram says few sessions end after it).
   -- A (wiki, user) with an edit behind wm (a late edit replayed, an on-time edit of a
-  -- partition that was quiet or is new) takes two short reads of the primary key: the sessions of
-  -- one (wiki, user) never overlap, so the ones reaching into [lo, hi] are those starting
-  -- within it and at most one starting before lo, the latest such, if it ends at lo or
-  -- after. What is found is deleted by row address. (A join on (wiki, user) alone read
+  -- partition that was quiet or is new) takes two short reads of the primary key: the
+  -- sessions of one (wiki, user) never overlap, so the ones reaching into [lo, hi] are
+  -- those starting within it and at most one starting before lo, the latest such, if it
+  -- ends at lo or after. What is found is deleted by row address. (A join on (wiki, user) alone read
   -- every past session of the user: the planner hashed the whole table in every pass.)
   SELECT pg_catalog.min(n.event_time) - gap INTO open_from
     FROM new_rows n WHERE n.wiki IS NOT NULL AND n.user_name IS NOT NULL AND (wm IS NULL OR n.event_time >= wm);

@@ -8,7 +8,6 @@
 #ifndef LAKEHOUSE_PRODUCER_H
 #define LAKEHOUSE_PRODUCER_H
 
-#include <signal.h>
 #include <stdbool.h>
 
 #define PRODUCER_VERSION "0.2"
