@@ -1,0 +1,42 @@
+# Runs scripts/prove-exactly-once, the crash proof users run by hand, against the suite's
+# scratch Kafka: the real producer, SIGKILLs of the stream worker mid-backlog and of a
+# silver pass mid-way, recovery, late events, and every layer compared with the broker
+# and the scenario. Each line of its report becomes a test, so a mismatch names the
+# layer; an inconclusive kill fails too (the script exits non-zero).
+use strict;
+use warnings;
+
+use IPC::Run ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use LakehouseTest;
+
+my $seed = lh_seed();
+my $dir = "$PostgreSQL::Test::Utils::tmp_check/prove";
+my @cmd = (
+	lh_top() . '/scripts/prove-exactly-once', '--no-install',
+	'--brokers', lh_brokers(), '--kafka-dir', lh_kafka_dir(),
+	'--dir', $dir, '--seed', $seed,
+	'--pg-port', PostgreSQL::Test::Cluster::get_free_port());
+my ($out, $err) = ('', '');
+my $ok = IPC::Run::run(\@cmd, '>', \$out, '2>', \$err, IPC::Run::timeout(900));
+note($out);
+diag($err) if $err ne '';
+ok($ok, 'scripts/prove-exactly-once exited with status 0');
+
+# The report: "<layer>  <expected>  <found>  ok|MISMATCH".
+my @layers = $out =~ /^(.+?)\s+(\d+)\s+(\d+)\s+(ok|MISMATCH)$/mg;
+my $n = 0;
+while (my ($layer, $expected, $found) = splice(@layers, 0, 4))
+{
+	is($found, $expected, "prove: $layer");
+	$n++;
+}
+cmp_ok($n, '>=', 14, "the report compared every layer ($n lines)");
+like($out, qr/^prove: kill \d+: stream worker \(pid \d+\) SIGKILLed with \d+ of \d+ messages committed/m,
+	'a stream worker kill landed mid-backlog');
+like($out, qr/^prove: kill \d+: silver pass \(pid \d+\) SIGKILLed/m, 'a silver pass kill landed mid-pass');
+unlike($out . $err, qr/INCONCLUSIVE/, 'no kill was inconclusive');
+
+done_testing();
