@@ -25,11 +25,26 @@
 #include <string.h>
 #include <time.h>
 
+#include "json_fast.h"
 #include "route.h"
 #include "scenario.h"
 #include "sse.h"
 
 /* ---- reading a recording -------------------------------------------------------- */
+
+/*
+ * An event of the file as a value, for the scenarios that rewrite or copy events. The
+ * fast reader builds what json_loadb would, several times faster (this runs on the main
+ * thread, once per event sent: at 10,000 events/s jansson's lexer alone took most of a
+ * core), or declines, and then jansson decides.
+ */
+static json_t *
+load_event(const char *data, size_t len)
+{
+	json_t	   *ev = jf_load_object(data, len);
+
+	return ev != NULL ? ev : json_loadb(data, len, JSON_DECODE_ANY, NULL);
+}
 
 typedef struct sse_reader
 {
@@ -141,7 +156,7 @@ on_survey(const char *data, size_t len, const char *sse_id, void *arg)
 	/* Parsing is most of the producer's cost: only scenarios that copy events pay for it. */
 	if (data == NULL || s->bases_wanted == 0)
 		return 0;
-	ev = json_loadb(data, len, JSON_DECODE_ANY, NULL);
+	ev = load_event(data, len);
 	if (ev && scenario_parse_time(json_string_value(json_object_get(json_object_get(ev, "meta"), "dt")), &ms))
 	{
 		const char *domain = json_string_value(json_object_get(json_object_get(ev, "meta"), "domain"));
@@ -248,6 +263,40 @@ send_due_violations(replay *r)
 	return true;
 }
 
+/*
+ * Sends an event of the file (ev: its value) as the scenario rewrites it: on its text
+ * when the layout allows (every other byte as it was), else through the value.
+ */
+static bool
+send_rewritten(replay *r, json_t *ev, const char *data, size_t len, unsigned long position,
+			   const char *sse_id)
+{
+	long		loop = r->o->loops >= 0 ? (long) r->loop : -1;
+	long long	now_ms = r->o->restamp ? scenario_now_ms() : -1;
+	size_t		text_len;
+	char	   *text = scenario_rewrite_text(data, len, loop, position, now_ms, &text_len);
+	bool		ok;
+
+	if (text == NULL)
+	{
+		if (loop >= 0)
+			scenario_rewrite_id(ev, r->loop, position);
+		if (now_ms >= 0)
+			scenario_set_time(ev, now_ms);
+		text = json_dumps(ev, JSON_COMPACT);
+		text_len = text != NULL ? strlen(text) : 0;
+	}
+	if (text == NULL)
+	{
+		fprintf(stderr, "lakehouse-producer: out of memory rewriting an event\n");
+		r->fatal = true;
+		return false;
+	}
+	ok = send_text(r, text, text_len, sse_id);
+	free(text);
+	return ok;
+}
+
 static int
 on_replay_event(const char *data, size_t len, const char *sse_id, void *arg)
 {
@@ -258,19 +307,9 @@ on_replay_event(const char *data, size_t len, const char *sse_id, void *arg)
 	bool		ok;
 
 	if (data != NULL && rewrite)
-		ev = json_loadb(data, len, JSON_DECODE_ANY, NULL);
+		ev = load_event(data, len);
 	if (json_is_object(ev))
-	{
-		char	   *text;
-
-		if (r->o->loops >= 0)
-			scenario_rewrite_id(ev, r->loop, position);
-		if (r->o->restamp)
-			scenario_set_time(ev, scenario_now_ms());
-		text = json_dumps(ev, JSON_COMPACT);
-		ok = send_text(r, text, strlen(text), sse_id);
-		free(text);
-	}
+		ok = send_rewritten(r, ev, data, len, position, sse_id);
 	else
 		ok = send_text(r, data, len, sse_id);	/* as it came: not JSON goes to the DLQ */
 	json_decref(ev);

@@ -126,6 +126,213 @@ scenario_set_time(json_t *event, long long epoch_ms)
 	json_object_set_new(event, "timestamp", json_integer(epoch_ms / 1000));
 }
 
+/* ---- the rewrites on text ---------------------------------------------------------- */
+
+/* A member's value in an event's text: [start, end), a string's quotes included. */
+typedef struct text_span
+{
+	const char *start;
+	const char *end;
+} text_span;
+
+/* A value's replacement. */
+typedef struct text_edit
+{
+	text_span	at;
+	char		with[48];
+} text_edit;
+
+static const char *
+skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* p at a string's opening quote: just past its closing quote, or NULL. */
+static const char *
+skip_string(const char *p, const char *end)
+{
+	for (p++; p < end; p++)
+	{
+		if (*p == '\\')
+			p++;
+		else if (*p == '"')
+			return p + 1;
+	}
+	return NULL;
+}
+
+/* p at a value: just past it, or NULL when the text ends inside it. */
+static const char *
+skip_value(const char *p, const char *end)
+{
+	int			depth = 0;
+
+	if (p >= end)
+		return NULL;
+	if (*p == '"')
+		return skip_string(p, end);
+	if (*p != '{' && *p != '[')
+	{
+		while (p < end && *p != ',' && *p != '}' && *p != ']' &&
+			   *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			p++;
+		return p;
+	}
+	while (p < end)
+	{
+		if (*p == '"')
+		{
+			p = skip_string(p, end);
+			if (p == NULL)
+				return NULL;
+			continue;
+		}
+		if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0)
+			return p + 1;
+		p++;
+	}
+	return NULL;
+}
+
+/*
+ * The object at p: records where the values of the members named in names lie (found[i]
+ * for names[i]) and returns just past the object. NULL when a named member occurs twice
+ * or a key holds an escape (it could spell a name), or the text ends early.
+ */
+static const char *
+find_members(const char *p, const char *end, const char *const *names, int n, text_span *found)
+{
+	p = skip_ws(p, end);
+	if (p >= end || *p != '{')
+		return NULL;
+	p = skip_ws(p + 1, end);
+	if (p < end && *p == '}')
+		return p + 1;
+	while (p < end)
+	{
+		const char *key = p + 1,
+				   *key_end;
+
+		if (*p != '"' || (p = skip_string(p, end)) == NULL)
+			return NULL;
+		key_end = p - 1;
+		if (memchr(key, '\\', (size_t) (key_end - key)) != NULL)
+			return NULL;
+		p = skip_ws(p, end);
+		if (p >= end || *p != ':')
+			return NULL;
+		p = skip_ws(p + 1, end);
+		for (int i = 0; i < n; i++)
+		{
+			if ((size_t) (key_end - key) == strlen(names[i]) && memcmp(key, names[i], (size_t) (key_end - key)) == 0)
+			{
+				if (found[i].start != NULL)
+					return NULL;
+				found[i].start = p;
+				found[i].end = skip_value(p, end);
+				if (found[i].end == NULL)
+					return NULL;
+			}
+		}
+		if ((p = skip_value(p, end)) == NULL)
+			return NULL;
+		p = skip_ws(p, end);
+		if (p < end && *p == ',')
+			p = skip_ws(p + 1, end);
+		else if (p < end && *p == '}')
+			return p + 1;
+		else
+			return NULL;
+	}
+	return NULL;
+}
+
+char *
+scenario_rewrite_text(const char *text, size_t len, long loop, unsigned long position,
+					  long long epoch_ms, size_t *out_len)
+{
+	static const char *const top_names[] = {"meta", "timestamp"};
+	static const char *const meta_names[] = {"id", "dt"};
+	text_span	top[2] = {{0}},
+				meta[2] = {{0}};
+	const char *end = text + len;
+	text_edit	rep[3];			/* at most three, put in text order below */
+	int			nrep = 0;
+	char	   *out,
+			   *o;
+	const char *from;
+	size_t		size;
+
+	if (find_members(text, end, top_names, 2, top) == NULL || top[0].start == NULL ||
+		*top[0].start != '{' || find_members(top[0].start, top[0].end, meta_names, 2, meta) == NULL)
+		return NULL;
+	if (loop >= 0)
+	{
+		const char *id = meta[0].start;
+
+		/* A UUID-shaped id: 36 characters without escapes, its fifth group after [23]. */
+		if (id == NULL || meta[0].end - id != 38 || *id != '"' || id[24] != '-' ||
+			memchr(id + 1, '\\', 36) != NULL)
+			return NULL;
+		rep[nrep].at = meta[0];
+		snprintf(rep[nrep].with, sizeof(rep[nrep].with), "\"%.24s%04lx%08lx\"", id + 1,
+				 (unsigned long) loop & 0xffffUL, position & 0xffffffffUL);
+		nrep++;
+	}
+	if (epoch_ms >= 0)
+	{
+		char		when[40];
+
+		if (meta[1].start == NULL || *meta[1].start != '"' || top[1].start == NULL ||
+			(*top[1].start != '-' && (*top[1].start < '0' || *top[1].start > '9')))
+			return NULL;
+		scenario_format_time(epoch_ms, when, sizeof(when));
+		rep[nrep].at = meta[1];
+		snprintf(rep[nrep].with, sizeof(rep[nrep].with), "\"%s\"", when);
+		nrep++;
+		rep[nrep].at = top[1];
+		snprintf(rep[nrep].with, sizeof(rep[nrep].with), "%lld", epoch_ms / 1000);
+		nrep++;
+	}
+	/* In text order (at most three: a few swaps). */
+	for (int i = 1; i < nrep; i++)
+		for (int j = i; j > 0 && rep[j].at.start < rep[j - 1].at.start; j--)
+		{
+			text_edit	t = rep[j];
+
+			rep[j] = rep[j - 1];
+			rep[j - 1] = t;
+		}
+	size = len + 1;
+	for (int i = 0; i < nrep; i++)
+		size += strlen(rep[i].with);
+	out = malloc(size);
+	if (out == NULL)
+		return NULL;
+	o = out;
+	from = text;
+	for (int i = 0; i < nrep; i++)
+	{
+		size_t		w = strlen(rep[i].with);
+
+		memcpy(o, from, (size_t) (rep[i].at.start - from));
+		o += rep[i].at.start - from;
+		memcpy(o, rep[i].with, w);
+		o += w;
+		from = rep[i].at.end;
+	}
+	memcpy(o, from, (size_t) (end - from));
+	o += end - from;
+	*o = '\0';
+	*out_len = (size_t) (o - out);
+	return out;
+}
+
 char *
 scenario_violation(const json_t *base, long i)
 {
