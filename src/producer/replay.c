@@ -36,12 +36,12 @@
  * An event of the file as a value, for the scenarios that rewrite or copy events. The
  * fast reader builds what json_loadb would, several times faster (this runs on the main
  * thread, once per event sent: at 10,000 events/s jansson's lexer alone took most of a
- * core), or declines, and then jansson decides.
+ * core), or declines, and then jansson decides; --json-reader jansson asks jansson alone.
  */
 static json_t *
-load_event(const char *data, size_t len)
+load_event(const char *data, size_t len, bool jansson_only)
 {
-	json_t	   *ev = jf_load_object(data, len);
+	json_t	   *ev = jansson_only ? NULL : jf_load_object(data, len);
 
 	return ev != NULL ? ev : json_loadb(data, len, JSON_DECODE_ANY, NULL);
 }
@@ -142,6 +142,7 @@ typedef struct survey
 	long long	newest_ms;		/* newest meta.dt among valid events, or -1 */
 	json_t	   *bases;			/* array: the first valid events, for violations and late */
 	size_t		bases_wanted;	/* 0: no survey at all (the common case) */
+	bool		jansson_only;	/* --json-reader jansson */
 } survey;
 
 static int
@@ -156,7 +157,7 @@ on_survey(const char *data, size_t len, const char *sse_id, void *arg)
 	/* Parsing is most of the producer's cost: only scenarios that copy events pay for it. */
 	if (data == NULL || s->bases_wanted == 0)
 		return 0;
-	ev = load_event(data, len);
+	ev = load_event(data, len, s->jansson_only);
 	if (ev && scenario_parse_time(json_string_value(json_object_get(json_object_get(ev, "meta"), "dt")), &ms))
 	{
 		const char *domain = json_string_value(json_object_get(json_object_get(ev, "meta"), "domain"));
@@ -307,7 +308,7 @@ on_replay_event(const char *data, size_t len, const char *sse_id, void *arg)
 	bool		ok;
 
 	if (data != NULL && rewrite)
-		ev = load_event(data, len);
+		ev = load_event(data, len, r->o->jansson_reader);
 	if (json_is_object(ev))
 		ok = send_rewritten(r, ev, data, len, position, sse_id);
 	else
@@ -367,6 +368,7 @@ replay_run(const producer_options *o, kafka_out *k, producer_counts *c)
 	r.c = c;
 	r.s.newest_ms = -1;
 	r.s.bases = json_array();
+	r.s.jansson_only = o->jansson_reader;
 	r.s.bases_wanted = (size_t) (o->violations > o->late ? o->violations : o->late);
 	if (r.s.bases_wanted > 1000)
 		r.s.bases_wanted = 1000;	/* reused round robin beyond that */

@@ -157,7 +157,10 @@ skip_string(const char *p, const char *end)
 	for (p++; p < end; p++)
 	{
 		if (*p == '\\')
-			p++;
+		{
+			if (++p >= end)
+				return NULL;
+		}
 		else if (*p == '"')
 			return p + 1;
 	}

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "contract.h"
 #include "generate.h"
@@ -34,11 +35,17 @@ meta_id(const json_t *ev)
 static int
 text_matches_value(const char *text, long loop, unsigned long position, long long ms)
 {
-	size_t		n;
-	char	   *out = scenario_rewrite_text(text, strlen(text), loop, position, ms, &n);
+	size_t		n,
+				len = strlen(text);
+	char	   *copy = malloc(len > 0 ? len : 1);	/* no NUL after it: a read past len shows under ASan */
+	char	   *out;
 	json_t	   *want = json_loads(text, JSON_DECODE_ANY, NULL);
 	json_t	   *got;
 	int			same;
+
+	memcpy(copy, text, len);
+	out = scenario_rewrite_text(copy, len, loop, position, ms, &n);
+	free(copy);
 
 	if (out == NULL)
 	{
@@ -198,6 +205,21 @@ main(int argc, char **argv)
 				   "text: layout case %zu is left to the json_t rewrites", i);
 	}
 	{
+		/* Every byte outside the three values stays as it was. */
+		static const char in[] =
+			"{ \"meta\" : {\"dt\":\"2026-01-01T00:00:00Z\" , \"x\":\"K\\u00f6ln \\\"\",\n"
+			"\"id\":\"0b6a3c2e-4f5d-4e7a-8b9c-1d2e3f4a5b6c\"},\"timestamp\":  17 ,\"id\":1}";
+		static const char want[] =
+			"{ \"meta\" : {\"dt\":\"1970-01-01T00:00:01.234Z\" , \"x\":\"K\\u00f6ln \\\"\",\n"
+			"\"id\":\"0b6a3c2e-4f5d-4e7a-8b9c-00020000000a\"},\"timestamp\":  1 ,\"id\":1}";
+		size_t		n;
+		char	   *out = scenario_rewrite_text(in, strlen(in), 2, 10, 1234, &n);
+
+		tap_is_str(out, want, "text: only the three values change, byte for byte");
+		tap_ok(out != NULL && n == strlen(want), "text: and the length it reports is the text's");
+		free(out);
+	}
+	{
 		gen_state	g;
 		long		same = 0,
 					differ = 0,
@@ -225,7 +247,7 @@ main(int argc, char **argv)
 		if (same + differ + declined == 0)
 			tap_skip("text: real sample events rewritten", "no sample file given as argv[1] or not readable");
 		else
-			tap_ok(differ == 0 && same > 0,
+			tap_ok(differ == 0 && declined == 0 && same > 0,
 				   "text: %ld real sample events rewritten on text give the json_t result (%ld differ, %ld declined)",
 				   same, differ, declined);
 	}
