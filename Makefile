@@ -31,7 +31,7 @@ PG_CFLAGS += -Werror
 endif
 SHLIB_LINK = -lrdkafka
 
-REGRESS = extension gucs kafka_errors upgrade silver gold checks streams
+REGRESS = extension gucs kafka_errors upgrade silver gold checks streams crash
 # scripts/test passes its own config (with the scratch broker's address) and output folder.
 REGRESS_CONF ?= $(CURDIR)/test/regress.conf
 REGRESS_OUTDIR ?= $(CURDIR)/results-regress
