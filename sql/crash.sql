@@ -1,7 +1,9 @@
--- Crash tests a user can read: a stream worker SIGKILLed mid-backlog, then a silver pass
--- SIGKILLed mid-pass, on the scratch Kafka. test/tools/regress_crash (through psql's \!)
--- publishes and kills, printing one line that says the kill landed where intended; a
--- SIGKILLed backend makes PostgreSQL restart every backend, so psql reconnects with \c.
+-- Crash tests a user can read: a stream worker SIGKILLed mid-backlog inside a batch, then
+-- a silver pass SIGKILLed before its commit, on the scratch Kafka. The helper
+-- test/tools/regress_crash (through psql's \!) publishes and kills, each worker held at
+-- its transaction's last write by a lock another session holds, and prints one line
+-- that says the kill landed where intended; a SIGKILLed backend makes PostgreSQL restart
+-- every backend, so psql reconnects with \c.
 -- Afterwards bronze holds each offset the broker holds exactly once, the checkpoint is the
 -- broker's end offsets, and silver holds each edit/new event of bronze once. The workers
 -- run in lakehouse.database ('postgres' here), so the test runs there.
@@ -10,17 +12,17 @@ SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS lakehouse CASCADE;
 RESET client_min_messages;
 CREATE EXTENSION lakehouse;
--- Small batches: the backlog takes forty commits, so the kill finds it mid-way.
+-- Small batches: the backlog takes at least forty commits.
 ALTER SYSTEM SET lakehouse.max_batch_messages = 1000;
 SELECT pg_reload_conf();
 SELECT 'regress.crash.' || (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS topic \gset
 \setenv LH_CRASH_TOPIC :topic
-\! test/tools/regress_crash publish 40000
+\! "$PG_ABS_SRCDIR/test/tools/regress_crash" publish 40000
 SELECT lakehouse.create_stream('crash', :'topic', current_setting('regress.brokers'));
 SELECT lakehouse.create_recentchange_pipeline('crash');
 -- Silver waits: once bronze is complete, its first pass reads the whole backlog.
 SELECT lakehouse.set_silver_continuous('edits', false);
-\! test/tools/regress_crash kill-stream-worker crash
+\! "$PG_ABS_SRCDIR/test/tools/regress_crash" kill-stream-worker crash
 \c postgres
 -- Waits (bounded) until what the query returns is true.
 CREATE FUNCTION crash_wait(q text, what text) RETURNS text LANGUAGE plpgsql AS $$
@@ -31,6 +33,8 @@ BEGIN
     EXECUTE q INTO ok;
     IF ok THEN
       RETURN what || ': yes';
+    ELSIF ok IS NULL THEN
+      RETURN what || ': nothing to wait for';
     END IF;
     PERFORM pg_sleep(0.1);
   END LOOP;
@@ -47,7 +51,7 @@ SELECT (SELECT count(*) FROM bronze.crash) AS bronze_rows,
        (SELECT sum(high - low) FROM lakehouse.kafka_watermarks(:'topic', current_setting('regress.brokers'))) AS broker_messages;
 SELECT sum(messages) AS messages_in_the_batches FROM lakehouse.stream_progress WHERE stream = 'crash';
 -- The helper turns continuous silver on again and kills the pass that follows.
-\! test/tools/regress_crash kill-silver-pass edits
+\! "$PG_ABS_SRCDIR/test/tools/regress_crash" kill-silver-pass edits
 \c postgres
 SELECT crash_wait($q$SELECT t.last_batch_id = (SELECT max(p.batch_id) FROM lakehouse.stream_progress p WHERE p.stream = 'crash')
                       FROM lakehouse.silver_tables t WHERE t.name = 'edits'$q$, 'silver caught up with bronze');
@@ -62,6 +66,8 @@ SELECT check_name, passed FROM lakehouse.run_checks() ORDER BY 1;
 -- Leave the database as it was.
 SELECT lakehouse.drop_recentchange_pipeline();
 SELECT lakehouse.drop_stream('crash', true);
+SELECT crash_wait($q$SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type IN ('lakehouse stream', 'lakehouse silver')$q$,
+                  'the workers are gone');
 DROP FUNCTION crash_wait(text, text);
 SET client_min_messages = warning;
 DROP EXTENSION lakehouse CASCADE;
