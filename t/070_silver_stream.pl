@@ -3,7 +3,8 @@
 # stream worker lands it in bronze, and the silver worker keeps silver.edits fresh by
 # itself. Every expected count comes from the recording and the scenario: silver holds
 # each edit/new event once, the resent loop counts as duplicates, events stamped an hour
-# behind are late (recorded, replayable), copies sent again later are duplicates, and with
+# behind are late (recorded, replayable), copies sent again later are duplicates (also an
+# hour after every partition's watermark passed them), and with
 # continuous refresh off only refresh_silver() moves silver.
 use strict;
 use warnings;
@@ -247,6 +248,46 @@ my $xid_before = $node->safe_psql('postgres', 'SELECT pg_snapshot_xmax(pg_curren
 sleep 2;
 my $xid_after = $node->safe_psql('postgres', 'SELECT pg_snapshot_xmax(pg_current_snapshot())');
 is($xid_after, $xid_before, 'no transaction id spent in 2 s of idling');
+
+# A copy resent an hour after its original is still dropped. First every partition's
+# watermark moves more than an hour past the recording: one edit per wiki (the message
+# key, so every partition that holds the recording gets one), 80 minutes after its
+# newest event. Then loop 0 is sent once more, its copies carrying their original times.
+my ($rows_before_ahead) = silver_counts();
+my %by_wiki = map { $_->{wiki} => $_ } grep { $_->{type} eq 'edit' && defined $_->{wiki} } @rec;
+my @ahead_wikis = sort keys %by_wiki;
+{
+	my ($y, $mo, $d, $h, $mi, $s) = $newest =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)/;
+	my $t0 = POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) + 80 * 60;
+	open my $af, '>', "$tmp/ahead.jsonl" or die;
+	for my $i (0 .. $#ahead_wikis)
+	{
+		my %e = %{ $by_wiki{ $ahead_wikis[$i] } };
+		my %meta = %{ $e{meta} };
+		$meta{id} = sprintf('eeeeeeee-eeee-4eee-8eee-%012x', $i);
+		$meta{dt} = POSIX::strftime('%Y-%m-%dT%H:%M:%SZ', localtime($t0));
+		$e{meta} = \%meta;
+		print $af $json->encode(\%e), "\n";
+	}
+	close $af;
+}
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/ahead.jsonl", '--quiet');
+wait_silver_caught_up();
+is( $node->safe_psql('postgres', qq{
+		SELECT count(*) FILTER (WHERE max_event_time - interval '10 minutes' > timestamptz '$newest' + interval '1 hour')
+		       = count(*) AND count(*) > 0
+		  FROM lakehouse.silver_partitions WHERE silver = 'edits'}),
+	't', 'every partition\'s watermark is more than an hour past the recording (the resend below would be late)');
+my ($rows_ahead) = silver_counts();
+is($rows_ahead - $rows_before_ahead, scalar(@ahead_wikis), 'the edits 80 minutes ahead were admitted');
+my $before = totals('pass');
+run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/rec.jsonl", '--loops', 1, '--quiet');
+wait_silver_caught_up();
+my $after = totals('pass');
+($rows) = silver_counts();
+is($rows, $rows_ahead, 'copies resent an hour after their originals added nothing');
+is($after->{dup} - $before->{dup}, $per_loop, 'they counted as duplicates');
+is($after->{late} - $before->{late}, 0, 'and none as late');
 
 # The asset checks on a real stream: all pass (the broker check asks the broker itself),
 # and an offset moved past the broker's end fails the broker check.
