@@ -11,6 +11,20 @@
 #include <string.h>
 #include <time.h>
 
+/*
+ * The id of (loop, position) made from an original id of len characters (the one rule
+ * both rewrites follow): false when the original is not UUID-shaped.
+ */
+static bool
+loop_id(const char *id, size_t len, unsigned loop, unsigned long position, char out[37])
+{
+	if (len != 36 || id[23] != '-')
+		return false;
+	memcpy(out, id, 24);
+	snprintf(out + 24, 13, "%04x%08lx", loop & 0xffffu, position & 0xffffffffUL);
+	return true;
+}
+
 bool
 scenario_rewrite_id(json_t *event, unsigned loop, unsigned long position)
 {
@@ -18,10 +32,8 @@ scenario_rewrite_id(json_t *event, unsigned loop, unsigned long position)
 	const char *id = json_string_value(json_object_get(meta, "id"));
 	char		out[37];
 
-	if (id == NULL || strlen(id) != 36 || id[23] != '-')
+	if (id == NULL || !loop_id(id, strlen(id), loop, position, out))
 		return false;
-	memcpy(out, id, 24);
-	snprintf(out + 24, sizeof(out) - 24, "%04x%08lx", loop & 0xffffu, position & 0xffffffffUL);
 	json_object_set_new(meta, "id", json_string(out));
 	return true;
 }
@@ -219,7 +231,8 @@ find_members(const char *p, const char *end, const char *const *names, int n, te
 	while (p < end)
 	{
 		const char *key = p + 1,
-				   *key_end;
+				   *key_end,
+				   *value;
 
 		if (*p != '"' || (p = skip_string(p, end)) == NULL)
 			return NULL;
@@ -237,13 +250,14 @@ find_members(const char *p, const char *end, const char *const *names, int n, te
 				if (found[i].start != NULL)
 					return NULL;
 				found[i].start = p;
-				found[i].end = skip_value(p, end);
-				if (found[i].end == NULL)
-					return NULL;
 			}
 		}
+		value = p;
 		if ((p = skip_value(p, end)) == NULL)
 			return NULL;
+		for (int i = 0; i < n; i++)
+			if (found[i].start == value)
+				found[i].end = p;
 		p = skip_ws(p, end);
 		if (p < end && *p == ',')
 			p = skip_ws(p + 1, end);
@@ -277,14 +291,15 @@ scenario_rewrite_text(const char *text, size_t len, long loop, unsigned long pos
 	if (loop >= 0)
 	{
 		const char *id = meta[0].start;
+		char		new_id[37];
 
-		/* A UUID-shaped id: 36 characters without escapes, its fifth group after [23]. */
-		if (id == NULL || meta[0].end - id != 38 || *id != '"' || id[24] != '-' ||
-			memchr(id + 1, '\\', 36) != NULL)
+		/* A string without escapes, as the value's text is then the string itself. */
+		if (id == NULL || *id != '"' || meta[0].end - id < 2 ||
+			memchr(id + 1, '\\', (size_t) (meta[0].end - id - 2)) != NULL ||
+			!loop_id(id + 1, (size_t) (meta[0].end - id - 2), (unsigned) loop, position, new_id))
 			return NULL;
 		rep[nrep].at = meta[0];
-		snprintf(rep[nrep].with, sizeof(rep[nrep].with), "\"%.24s%04lx%08lx\"", id + 1,
-				 (unsigned long) loop & 0xffffUL, position & 0xffffffffUL);
+		snprintf(rep[nrep].with, sizeof(rep[nrep].with), "\"%s\"", new_id);
 		nrep++;
 	}
 	if (epoch_ms >= 0)
