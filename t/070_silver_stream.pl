@@ -12,6 +12,7 @@ use warnings;
 use IPC::Run ();
 use JSON::PP ();
 use POSIX ();
+use Time::Local qw(timegm);
 use PostgreSQL::Test::Utils;
 use Test::More;
 use LakehouseTest;
@@ -109,22 +110,27 @@ is( $node->safe_psql('postgres', q{
 		SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'lakehouse silver'}),
 	1, 'one silver worker runs');
 
+# Writes copies of the given events to a file, the i-th with id $prefix followed by i in
+# 12 hex digits, and meta.dt the recording's newest plus $offset seconds.
+sub write_copies
+{
+	my ($file, $prefix, $offset, @bases) = @_;
+	my ($y, $mo, $d, $h, $mi, $s) = $newest =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)/;
+	my $dt = POSIX::strftime('%Y-%m-%dT%H:%M:%SZ', gmtime(timegm($s, $mi, $h, $d, $mo - 1, $y) + $offset));
+	open my $fh, '>', $file or die "$file: $!";
+	for my $i (0 .. $#bases)
+	{
+		my %e = %{ $bases[$i] };
+		$e{meta} = { %{ $e{meta} }, id => sprintf('%s%012x', $prefix, $i), dt => $dt };
+		print $fh $json->encode(\%e), "\n";
+	}
+	close $fh;
+}
+
 # Events stamped an hour behind the newest: late, recorded, replayable.
 my $late = 3 + int(rand(8));
 my @edits = grep { $_->{type} eq 'edit' } @rec;
-open my $lf, '>', "$tmp/late.jsonl" or die;
-for my $i (0 .. $late - 1)
-{
-	my %e = %{ $edits[ $i % @edits ] };
-	my %meta = %{ $e{meta} };
-	$meta{id} = sprintf('ffffffff-ffff-4fff-8fff-%012x', $i);
-	my ($y, $mo, $d, $h, $mi, $s) = $newest =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)/;
-	my $t0 = POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) - 3600;
-	$meta{dt} = POSIX::strftime('%Y-%m-%dT%H:%M:%SZ', localtime($t0));
-	$e{meta} = \%meta;
-	print $lf $json->encode(\%e), "\n";
-}
-close $lf;
+write_copies("$tmp/late.jsonl", 'ffffffff-ffff-4fff-8fff-', -3600, map { $edits[ $_ % @edits ] } 0 .. $late - 1);
 run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/late.jsonl", '--quiet');
 wait_silver_caught_up();
 ($rows) = silver_counts();
@@ -256,21 +262,7 @@ is($xid_after, $xid_before, 'no transaction id spent in 2 s of idling');
 my ($rows_before_ahead) = silver_counts();
 my %by_wiki = map { $_->{wiki} => $_ } grep { $_->{type} eq 'edit' && defined $_->{wiki} } @rec;
 my @ahead_wikis = sort keys %by_wiki;
-{
-	my ($y, $mo, $d, $h, $mi, $s) = $newest =~ /^(\d+)-(\d+)-(\d+)T(\d+):(\d+):(\d+)/;
-	my $t0 = POSIX::mktime($s, $mi, $h, $d, $mo - 1, $y - 1900) + 80 * 60;
-	open my $af, '>', "$tmp/ahead.jsonl" or die;
-	for my $i (0 .. $#ahead_wikis)
-	{
-		my %e = %{ $by_wiki{ $ahead_wikis[$i] } };
-		my %meta = %{ $e{meta} };
-		$meta{id} = sprintf('eeeeeeee-eeee-4eee-8eee-%012x', $i);
-		$meta{dt} = POSIX::strftime('%Y-%m-%dT%H:%M:%SZ', localtime($t0));
-		$e{meta} = \%meta;
-		print $af $json->encode(\%e), "\n";
-	}
-	close $af;
-}
+write_copies("$tmp/ahead.jsonl", 'eeeeeeee-eeee-4eee-8eee-', 80 * 60, map { $by_wiki{$_} } @ahead_wikis);
 run_producer('--brokers', $brokers, '--topic', $topic, '--file', "$tmp/ahead.jsonl", '--quiet');
 wait_silver_caught_up();
 is( $node->safe_psql('postgres', qq{
