@@ -62,6 +62,12 @@ INSERT INTO bronze.rc (kafka_partition, kafka_offset, payload, batch_id) VALUES 
 SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
 DELETE FROM bronze.rc WHERE kafka_offset = 100;
 SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+-- An offsets row moved back by hand behind the offsets the check has already counted.
+UPDATE lakehouse.offsets SET next_offset = next_offset - 3 WHERE stream = 'rc';
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'bronze_offsets%' ORDER BY run_id DESC LIMIT 1;
+UPDATE lakehouse.offsets SET next_offset = next_offset + 3 WHERE stream = 'rc';
+SELECT * FROM checks WHERE check_name LIKE 'bronze_offsets%';
 
 -- silver_passes: a pass that read fewer bronze rows than its batches hold, then a pass
 -- whose counts do not add up, then one that admitted a row behind its watermark.

@@ -21,6 +21,9 @@ SET lakehouse.database = 'other';
 -- Unknown names under the reserved prefix are refused, not kept as placeholders.
 SET lakehouse.no_such_setting = 1;
 
+-- The crash tests' fault setting is changed by reload only, never from a session.
+SET lakehouse.test_fault = 'pause_before_commit';
+
 -- kafka_config may hold secrets: superusers see it, others do not.
 SHOW lakehouse.kafka_config;
 CREATE ROLE regress_lakehouse_user;

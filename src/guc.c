@@ -32,6 +32,14 @@ bool		lakehouse_commit_to_kafka = false;
 int			lakehouse_prefetch_memory_kb = 128 * 1024;
 int			lakehouse_silver_naptime_ms = 100;
 bool		lakehouse_silver_synchronous_commit = false;
+int			lakehouse_test_fault = LH_FAULT_NONE;
+
+static const struct config_enum_entry test_fault_options[] = {
+	{"none", LH_FAULT_NONE, false},
+	{"pause_before_commit", LH_FAULT_PAUSE_BEFORE_COMMIT, false},
+	{"ignore_data_checkpoint", LH_FAULT_IGNORE_DATA_CHECKPOINT, false},
+	{NULL, 0, false}
+};
 
 /* Syntax-only check; unknown librdkafka properties are reported when a client is built. */
 static bool
@@ -220,6 +228,20 @@ lakehouse_define_gucs(void)
 							128 * 1024, 1024, LH_KAFKA_MAX_QUEUE_KB,
 							PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
+
+	/*
+	 * For the crash tests only: a fault they cannot place from outside. A reload setting
+	 * (postgresql.conf or ALTER SYSTEM), so only a superuser can turn it on; kept out of
+	 * the sample file.
+	 */
+	DefineCustomEnumVariable("lakehouse.test_fault",
+							 "A fault the crash tests place on purpose; leave it at none",
+							 "pause_before_commit: a stream worker, with its batch written and its offsets moved, waits before committing until the setting changes (or it is killed). "
+							 "ignore_data_checkpoint: a starting stream worker trusts lakehouse.offsets even where its bronze rows say otherwise.",
+							 &lakehouse_test_fault,
+							 LH_FAULT_NONE, test_fault_options,
+							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("lakehouse");
 }

@@ -21,6 +21,16 @@ extern int	lakehouse_prefetch_memory_kb;
 extern int	lakehouse_silver_naptime_ms;
 extern bool lakehouse_silver_synchronous_commit;
 
+/* lakehouse.test_fault: faults the crash tests place on purpose (never set in production). */
+typedef enum LhTestFault
+{
+	LH_FAULT_NONE,
+	LH_FAULT_PAUSE_BEFORE_COMMIT,
+	LH_FAULT_IGNORE_DATA_CHECKPOINT
+} LhTestFault;
+
+extern int	lakehouse_test_fault;
+
 extern void lakehouse_define_gucs(void);
 
 #endif

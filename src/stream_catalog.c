@@ -20,6 +20,7 @@
 #include "utils/builtins.h"
 #include "utils/memutils.h"
 
+#include "guc.h"
 #include "kafka_client.h"
 #include "stream_catalog.h"
 #include "worker_tx.h"
@@ -339,6 +340,15 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 					(errmsg("lakehouse stream \"%s\" partition %d starts at offset " INT64_FORMAT " (%s)",
 							st->name, ids[i], p->next_offset, why)));
 		}
+		else if (from_data > stored && lakehouse_test_fault == LH_FAULT_IGNORE_DATA_CHECKPOINT)
+		{
+			/* A crash test's fault: the bronze key is left as the only guard. */
+			p->next_offset = stored;
+			ereport(LOG,
+					(errmsg("lakehouse stream \"%s\" partition %d resumes at its stored offset " INT64_FORMAT
+							", behind its data at " INT64_FORMAT " (lakehouse.test_fault = ignore_data_checkpoint)",
+							st->name, ids[i], stored, from_data)));
+		}
 		else if (from_data > stored)
 		{
 			p->next_offset = from_data;
@@ -373,6 +383,44 @@ lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 	warn_partition_stop(st, p->partition, error,
 						"Messages before the broker's low watermark were deleted (retention) before they reached bronze.",
 						"Decide where to resume, then call lakehouse.reset_offsets('%s', %d, <next offset>).");
+}
+
+/*
+ * After a batch failed on a unique violation: the partitions whose data (bronze rows, dead
+ * letters, passed ranges) already reaches past where this worker was reading. The stored
+ * offsets were behind the data (moved back by hand while the stream ran, rows written into
+ * bronze by someone else, or a start that did not resume from the data): the bronze key
+ * refused the rows again, and the partition stops rather than the stream retrying the
+ * same batch forever. Returns how many partitions stopped. Outside a transaction.
+ */
+int
+lh_offsets_stop_behind_data(StreamState *st)
+{
+	int			stopped = 0;
+
+	lh_tx_begin("lakehouse: stopping a partition");
+	for (int i = 0; i < st->nparts; i++)
+	{
+		StreamPartition *p = &st->parts[i];
+		int64		from_data;
+		char	   *error;
+
+		if (p->stopped)
+			continue;
+		from_data = next_offset_from_data(st, p->partition);
+		if (from_data <= p->next_offset)
+			continue;
+		error = psprintf("bronze already holds offsets up to " INT64_FORMAT ", past the stored next offset " INT64_FORMAT,
+						 from_data - 1, p->next_offset);
+		record_partition_stop(st, p->partition, error);
+		warn_partition_stop(st, p->partition, error,
+							"The batch read offsets that bronze (or the dead letters) already hold, and bronze's primary key refused them: lakehouse.offsets was behind the data, so the stream would have duplicated them. Nothing of the batch was committed.",
+							"Check that the rows already there are the stream's own, then call lakehouse.reset_offsets('%s', %d, <offset after them>).");
+		p->stopped = true;
+		stopped++;
+	}
+	lh_tx_commit();
+	return stopped;
 }
 
 /* A partition stopped before a record librdkafka could not decode (never skipped silently). */

@@ -21,6 +21,7 @@ extern void lh_stream_load(StreamState *st);
 extern void lh_stream_set_state(StreamState *st, LhStreamState state, const char *error);
 extern void lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count);
 extern void lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why);
+extern int	lh_offsets_stop_behind_data(StreamState *st);
 extern void lh_offsets_stop_unreadable(StreamState *st, StreamPartition *p, int64 offset, const char *why);
 
 #endif

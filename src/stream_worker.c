@@ -90,8 +90,9 @@ close_kafka(int code, Datum arg)
 }
 
 /*
- * Looked at while waiting and between batches: during a backlog the worker never waits,
- * and would otherwise miss a reload and go on committing after the postmaster died.
+ * Looked at while waiting and between batches (and while paused by lakehouse.test_fault):
+ * during a backlog the worker never waits, and would otherwise miss a reload and go on
+ * committing after the postmaster died.
  */
 static void
 between_batches(void)
@@ -516,6 +517,31 @@ positions_beyond(LhBatch *batch)
 }
 
 /*
+ * lakehouse.test_fault = pause_before_commit: with the batch's rows, dead letters and
+ * offsets written (its WAL inserted, its commit record not), waits until the setting
+ * changes, so that a crash test can SIGKILL the worker inside the transaction. Says so in
+ * the server log and in pg_stat_activity, which the test reads as proof that the kill
+ * landed there.
+ */
+static void
+pause_before_commit(void)
+{
+	if (lakehouse_test_fault != LH_FAULT_PAUSE_BEFORE_COMMIT)
+		return;
+	ereport(LOG,
+			(errmsg("lakehouse stream \"%s\": batch written, paused before its commit (lakehouse.test_fault)",
+					st.name)));
+	pgstat_report_activity(STATE_RUNNING, "lakehouse: paused before commit (lakehouse.test_fault)");
+	while (lakehouse_test_fault == LH_FAULT_PAUSE_BEFORE_COMMIT)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 1000, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		between_batches();
+	}
+	pgstat_report_activity(STATE_RUNNING, "lakehouse: committing micro-batch");
+}
+
+/*
  * One batch, one transaction: rows, dead letters, offsets (compare-and-set), the offsets
  * passed without a message, progress. n may be 0 when only such offsets were passed (an
  * aborted transaction at the end of a partition): its next offset still moves.
@@ -538,6 +564,7 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
 	positions_beyond(&batch);
 	lh_batch_finish(&batch);
+	pause_before_commit();
 	lh_tx_commit();
 
 	lh_batch_committed(&batch, &st);
@@ -705,6 +732,13 @@ lakehouse_stream_main(Datum main_arg)
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
 		RESUME_INTERRUPTS();
+		/*
+		 * A batch refused by bronze's key read offsets the stream already holds: the
+		 * partitions concerned stop (loudly, in stream_status()), so that the restarted
+		 * worker does not fail on the same batch forever.
+		 */
+		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && lh_stream_lock_held)
+			lh_offsets_stop_behind_data(&st);
 		/*
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.

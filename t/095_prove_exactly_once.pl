@@ -1,6 +1,6 @@
 # Runs scripts/prove-exactly-once, the crash proof users run by hand, against the suite's
-# scratch Kafka: the real producer, SIGKILLs of the stream worker mid-backlog and of a
-# silver pass mid-way, recovery, late events, and every layer compared with the broker
+# scratch Kafka: the real producer, SIGKILLs of the stream worker mid-backlog, of a
+# silver pass mid-way and of the producer mid-stream, recovery, late events, and every layer compared with the broker
 # and the scenario. Each line of its report becomes a test, so a mismatch names the
 # layer; an inconclusive kill fails too (the script exits non-zero).
 use strict;
@@ -41,6 +41,8 @@ cmp_ok($n, '>=', 15, "the report compared every layer ($n lines)");
 like($out, qr/^prove: kill \d+: stream worker \(pid \d+\) SIGKILLed with \d+ of \d+ messages committed/m,
 	'a stream worker kill landed mid-backlog');
 like($out, qr/^prove: kill \d+: silver pass \(pid \d+\) SIGKILLed/m, 'a silver pass kill landed before its commit');
+like($out, qr/^prove: producer SIGKILLed with \d+ of \d+ live events in Kafka .* it resent [1-9]\d* /m,
+	'the producer kill landed mid-stream and its restart resent events');
 unlike($out . $err, qr/INCONCLUSIVE/, 'no kill was inconclusive');
 
 done_testing();

@@ -31,12 +31,13 @@ sub lh_brokers
 sub lh_kafka_dir { return $ENV{LAKEHOUSE_TEST_KAFKA_DIR} // die "LAKEHOUSE_TEST_KAFKA_DIR is not set\n"; }
 
 # A started node that preloads lakehouse, with lakehouse.brokers set to the scratch Kafka.
-# conf => extra postgresql.conf text; preload => 0 leaves lakehouse out.
+# conf => extra postgresql.conf text; preload => 0 leaves lakehouse out; init => {...}
+# options for PostgreSQL::Test::Cluster's init (allows_streaming => 1 for a primary).
 sub lh_node
 {
 	my ($name, %opts) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
+	$node->init(%{ $opts{init} // {} });
 	my $preload = $opts{preload} // 1;
 	my $conf = '';
 	$conf .= "shared_preload_libraries = 'lakehouse'\n" if $preload;
