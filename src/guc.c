@@ -231,13 +231,14 @@ lakehouse_define_gucs(void)
 
 	/*
 	 * For the crash tests only: a fault they cannot place from outside. A reload setting
-	 * (postgresql.conf or ALTER SYSTEM), so only a superuser can turn it on; kept out of
-	 * the sample file.
+	 * (postgresql.conf or ALTER SYSTEM), so no session can SET it: only a superuser, or
+	 * a role a superuser granted ALTER SYSTEM on it, turns it on. Kept out of the sample
+	 * file.
 	 */
 	DefineCustomEnumVariable("lakehouse.test_fault",
 							 "A fault the crash tests place on purpose; leave it at none",
 							 "pause_before_commit: a stream worker, with its batch written and its offsets moved, waits before committing until the setting changes (or it is killed). "
-							 "ignore_data_checkpoint: a starting stream worker trusts lakehouse.offsets even where its bronze rows say otherwise.",
+							 "ignore_data_checkpoint: a stream worker reconciling its offsets trusts lakehouse.offsets even where its data reaches further.",
 							 &lakehouse_test_fault,
 							 LH_FAULT_NONE, test_fault_options,
 							 PGC_SIGHUP, GUC_NOT_IN_SAMPLE,

@@ -340,6 +340,15 @@ lh_offsets_reconcile(StreamState *st, LhKafka *kc, int32 *ids, int count)
 					(errmsg("lakehouse stream \"%s\" partition %d starts at offset " INT64_FORMAT " (%s)",
 							st->name, ids[i], p->next_offset, why)));
 		}
+		else if (from_data > stored && p->stopped)
+		{
+			/*
+			 * A stopped partition stays where it stopped: reset_offsets() says where it
+			 * resumes (and refuses a place behind the data), so that rows written ahead
+			 * of the stream by something else do not make it skip the offsets between.
+			 */
+			p->next_offset = stored;
+		}
 		else if (from_data > stored && lakehouse_test_fault == LH_FAULT_IGNORE_DATA_CHECKPOINT)
 		{
 			/* A crash test's fault: the bronze key is left as the only guard. */
@@ -388,10 +397,11 @@ lh_offsets_stop_partition(StreamState *st, StreamPartition *p, const char *why)
 /*
  * After a batch failed on a unique violation: the partitions whose data (bronze rows, dead
  * letters, passed ranges) already reaches past where this worker was reading. The stored
- * offsets were behind the data (moved back by hand while the stream ran, rows written into
- * bronze by someone else, or a start that did not resume from the data): the bronze key
- * refused the rows again, and the partition stops rather than the stream retrying the
- * same batch forever. Returns how many partitions stopped. Outside a transaction.
+ * offsets were behind the data (rows written into bronze ahead of the stream by something
+ * else, or a start that did not resume from the data): a key refused the rows again, and
+ * the partition stops, rather than a restart resuming after rows the stream did not write
+ * (skipping the offsets in between) or failing on the same batch again. Returns how many
+ * partitions stopped. Outside a transaction.
  */
 int
 lh_offsets_stop_behind_data(StreamState *st)
@@ -410,12 +420,12 @@ lh_offsets_stop_behind_data(StreamState *st)
 		from_data = next_offset_from_data(st, p->partition);
 		if (from_data <= p->next_offset)
 			continue;
-		error = psprintf("bronze already holds offsets up to " INT64_FORMAT ", past the stored next offset " INT64_FORMAT,
+		error = psprintf("the stream's data already reaches offset " INT64_FORMAT ", past the stored next offset " INT64_FORMAT,
 						 from_data - 1, p->next_offset);
 		record_partition_stop(st, p->partition, error);
 		warn_partition_stop(st, p->partition, error,
-							"The batch read offsets that bronze (or the dead letters) already hold, and bronze's primary key refused them: lakehouse.offsets was behind the data, so the stream would have duplicated them. Nothing of the batch was committed.",
-							"Check that the rows already there are the stream's own, then call lakehouse.reset_offsets('%s', %d, <offset after them>).");
+							"The batch read offsets that bronze rows, dead letters or passed ranges already hold, and a key refused them: lakehouse.offsets was behind the data, or something other than the stream wrote rows ahead of it. Nothing of the batch was committed.",
+							"If the rows from the stored next offset on are the stream's own, call lakehouse.reset_offsets('%s', %d, <offset after them>); if something else wrote them, delete them first and reset to the stored next offset, so that no offset in between is skipped.");
 		p->stopped = true;
 		stopped++;
 	}

@@ -65,6 +65,7 @@ static MemoryContext loop_cxt;
  */
 static rd_kafka_message_t **inflight;
 static int	ninflight;
+static bool in_batch;			/* inside commit_batch's transaction: an error there is the batch's */
 
 /* ---------------------------------------------------------------------------------- */
 
@@ -560,12 +561,14 @@ commit_batch(rd_kafka_message_t **msgs, int n, TimestampTz first_at)
 	lh_batch_begin(&batch, &st, first_at);
 
 	lh_tx_begin("lakehouse: committing micro-batch");
+	in_batch = true;
 
 	lh_write_batch(&batch, msgs, n, (size_t) lakehouse_max_message_bytes);
 	positions_beyond(&batch);
 	lh_batch_finish(&batch);
 	pause_before_commit();
 	lh_tx_commit();
+	in_batch = false;
 
 	lh_batch_committed(&batch, &st);
 	if (lakehouse_commit_to_kafka)
@@ -733,17 +736,18 @@ lakehouse_stream_main(Datum main_arg)
 		AbortOutOfAnyTransaction();
 		RESUME_INTERRUPTS();
 		/*
-		 * A batch refused by bronze's key read offsets the stream already holds: the
-		 * partitions concerned stop (loudly, in stream_status()), so that the restarted
-		 * worker does not fail on the same batch forever.
-		 */
-		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && lh_stream_lock_held)
-			lh_offsets_stop_behind_data(&st);
-		/*
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.
 		 */
 		lh_stream_set_state(&st, lh_stream_lock_held ? LH_STATE_ERROR : LH_STATE_KEEP, edata->message);
+		/*
+		 * A batch refused by a key of the stream's data read offsets the data already
+		 * holds: the partitions concerned stop (loudly, in stream_status()) rather than
+		 * the restarted worker resuming after rows it did not write. Only for an error
+		 * inside a batch's transaction, where st.parts is the committed position.
+		 */
+		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && in_batch && lh_stream_lock_held)
+			lh_offsets_stop_behind_data(&st);
 		proc_exit(1);
 	}
 	PG_END_TRY();

@@ -59,6 +59,14 @@ sub worker_pid
 	return q1(qq{SELECT pid FROM pg_stat_activity WHERE application_name = 'lakehouse stream $stream'});
 }
 
+# The worker $pid waits for a lock on the batch ledger (held by another session).
+sub held_sql
+{
+	my ($pid) = @_;
+	return "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted"
+	  . " AND relation = 'lakehouse.stream_progress'::regclass AND mode = 'RowExclusiveLock')";
+}
+
 sub set_conf
 {
 	my ($sql) = @_;
@@ -84,10 +92,17 @@ sub wait_recovered
 	q1("SELECT lakehouse.create_stream('k', '$topic')");
 	lh_wait_beyond($node, 'SELECT count(*) FROM bronze.k', 0);
 
+	# The setting is turned on while the worker is held at a batch's ledger row, so that
+	# the backlog cannot run out first: that batch commits as usual once let go (the
+	# worker reads the reload between batches) and the next one pauses.
+	my $pid = worker_pid('k');
+	my $hold = $node->background_psql('postgres');
+	$hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
+	ok($node->poll_query_until('postgres', held_sql($pid)), 'the worker waits at a batch\'s ledger row');
 	my $log_offset = -s $node->logfile;
 	set_conf("ALTER SYSTEM SET lakehouse.test_fault = 'pause_before_commit'");
+	$hold->quit;
 	$node->wait_for_log(qr/lakehouse stream "k": batch written, paused before its commit/, $log_offset);
-	my $pid = worker_pid('k');
 
 	# Proof of where it stands: inside a transaction that has an xid and holds bronze.k
 	# for writing (its rows copied, their WAL inserted), not yet committed.
@@ -143,7 +158,7 @@ sub wait_recovered
 		my $chunk = 3000 + int(rand(1000));
 		publish($topic, 2, $chunk);
 		$total += $chunk;
-		my $held = "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)";
+		my $held = held_sql($pid);
 		ok($node->poll_query_until('postgres', $held), "round $round: the worker waits with a batch written");
 		$hold->query_safe('COMMIT');
 		$again->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
@@ -186,8 +201,8 @@ sub wait_recovered
 	publish($topic, $partitions, 300 + int(rand(200)));
 	q1("SELECT lakehouse.create_stream('b', '$topic')");
 	ok(lh_wait_caught_up($node, 'b', $topic), 'the boundary stream read its first events');
-	is(q1(q{SELECT string_agg(check_name, ', ') FROM lakehouse.run_checks() WHERE check_name LIKE '%:b' AND passed IS DISTINCT FROM true}),
-		'', 'its checks pass before the damage');
+	is(q1(q{SELECT count(*) FILTER (WHERE passed) || '/' || count(*) FROM lakehouse.run_checks() WHERE check_name LIKE '%:b'}),
+		'2/2', 'its checks pass before the damage');
 
 	my $pid = worker_pid('b');
 	q1("SELECT lakehouse.stop_stream('b')");
@@ -207,7 +222,7 @@ sub wait_recovered
 	pass("the worker started partition $p at offset $behind, $back behind its data (fault placed)");
 	$node->wait_for_log(qr/duplicate key value violates unique constraint/, $log_offset);
 	pass("bronze's primary key refused the rows read again");
-	$node->wait_for_log(qr/stopped partition $p: bronze already holds offsets up to @{[$stored - 1]}, past the stored next offset $behind/,
+	$node->wait_for_log(qr/stopped partition $p: the stream's data already reaches offset @{[$stored - 1]}, past the stored next offset $behind/,
 		$log_offset);
 	pass('the partition stopped with a warning that names where its data ends');
 
@@ -220,7 +235,7 @@ sub wait_recovered
 	is(q1("SELECT count(*) || '|' || count(DISTINCT kafka_offset) FROM bronze.b WHERE kafka_partition = $p"),
 		"$held|$held", "partition $p holds its rows once, nothing added");
 	like(q1("SELECT state || ': ' || last_error FROM lakehouse.stream_status() WHERE stream = 'b' AND kafka_partition = $p"),
-		qr/^partition stopped: bronze already holds offsets up to @{[$stored - 1]}, past the stored next offset $behind$/,
+		qr/^partition stopped: the stream's data already reaches offset @{[$stored - 1]}, past the stored next offset $behind$/,
 		'stream_status() says the partition stopped and why');
 	my ($passed, $detail) = split /\|/, q1("SELECT passed, detail FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:b'");
 	is($passed, 'f', 'run_checks(): bronze_offsets_once fails');
@@ -232,9 +247,8 @@ sub wait_recovered
 	q1("SELECT lakehouse.reset_offsets('b', $p, $stored)");
 	ok(lh_wait_caught_up($node, 'b', $topic), "reset_offsets() to where its data ends resumes partition $p");
 	lh_check_exactly_once($node, 'b', $topic, 'after the boundary');
-	is(q1(q{SELECT string_agg(check_name || ': ' || coalesce(detail, ''), '; ') FROM lakehouse.run_checks()
-	         WHERE check_name = 'bronze_offsets_once:b' AND passed IS DISTINCT FROM true}),
-		'', 'bronze_offsets_once passes again');
+	is(q1(q{SELECT passed FROM lakehouse.run_checks() WHERE check_name = 'bronze_offsets_once:b'}),
+		't', 'bronze_offsets_once passes again');
 }
 
 $node->stop;

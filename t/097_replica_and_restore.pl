@@ -52,7 +52,8 @@ sub hold_open_batch
 	my $hold = $primary->background_psql('postgres');
 	$hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
 	publish($n);
-	ok($primary->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)"),
+	ok($primary->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted"
+		  . " AND relation = 'lakehouse.stream_progress'::regclass AND mode = 'RowExclusiveLock')"),
 		'the stream worker holds a batch open, its rows written');
 	return $hold;
 }
