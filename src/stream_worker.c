@@ -736,18 +736,33 @@ lakehouse_stream_main(Datum main_arg)
 		AbortOutOfAnyTransaction();
 		RESUME_INTERRUPTS();
 		/*
+		 * A batch refused by a key of the stream's data read offsets the data already
+		 * holds: the partitions concerned stop (loudly, in stream_status()) rather than
+		 * the restarted worker resuming after rows it did not write. Only for an error
+		 * inside a batch's transaction, where st.parts is the committed position. First,
+		 * as the write that matters most; if it fails, the state below still says why.
+		 */
+		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && in_batch && lh_stream_lock_held)
+		{
+			PG_TRY();
+			{
+				lh_offsets_stop_behind_data(&st);
+			}
+			PG_CATCH();
+			{
+				HOLD_INTERRUPTS();
+				EmitErrorReport();
+				FlushErrorState();
+				AbortOutOfAnyTransaction();
+				RESUME_INTERRUPTS();
+			}
+			PG_END_TRY();
+		}
+		/*
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.
 		 */
 		lh_stream_set_state(&st, lh_stream_lock_held ? LH_STATE_ERROR : LH_STATE_KEEP, edata->message);
-		/*
-		 * A batch refused by a key of the stream's data read offsets the data already
-		 * holds: the partitions concerned stop (loudly, in stream_status()) rather than
-		 * the restarted worker resuming after rows it did not write. Only for an error
-		 * inside a batch's transaction, where st.parts is the committed position.
-		 */
-		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && in_batch && lh_stream_lock_held)
-			lh_offsets_stop_behind_data(&st);
 		proc_exit(1);
 	}
 	PG_END_TRY();

@@ -26,15 +26,7 @@ my $kafka_dir = lh_kafka_dir();
 
 my $node = lh_node('async_lost', conf => join('', map { "$_\n" }
 	"lakehouse.silver_naptime = 50ms",
-	"restart_after_crash = on",
-	# Async commits reach disk only when the WAL writer runs (at most every 10 s here), or
-	# when something else flushes WAL: a synchronous commit, or a dirty page written out
-	# (the background writer, a checkpoint, a vacuum), which are kept away.
-	"wal_writer_delay = 10000ms",
-	"bgwriter_lru_maxpages = 0",
-	"autovacuum = off",
-	"checkpoint_timeout = 1h",
-	"max_wal_size = 4GB"));
+	"restart_after_crash = on") . lh_async_loss_conf());
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 is($node->safe_psql('postgres', 'SHOW lakehouse.silver_synchronous_commit'), 'off',
 	'the silver worker commits asynchronously by default');

@@ -17,7 +17,7 @@ our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
-  lh_seed lh_broker_high_watermarks lh_broker_watermarks
+  lh_seed lh_broker_high_watermarks lh_broker_watermarks lh_async_loss_conf
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -46,6 +46,18 @@ sub lh_node
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return $node;
+}
+
+# postgresql.conf lines under which a server crash is likely to undo the newest
+# asynchronous commits (t/072, t/096): their WAL stays in shared memory until the WAL
+# writer writes it (a partly filled page every 10 s at the most here; full pages sooner)
+# or something else does (a synchronous commit, a dirty page written out by the
+# background writer, a checkpoint, a vacuum), and those are kept away. Likely, not
+# certain: the tests try again, and fail as inconclusive when no commit was lost.
+sub lh_async_loss_conf
+{
+	return join('', map { "$_\n" } "wal_writer_delay = 10000ms", "bgwriter_lru_maxpages = 0", "autovacuum = off",
+		"checkpoint_timeout = 1h", "max_wal_size = 4GB");
 }
 
 # Runs scripts/kafka with the given arguments; dies with its output when it fails.
