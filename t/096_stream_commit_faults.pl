@@ -52,14 +52,6 @@ sub worker_pid
 	return q1(qq{SELECT pid FROM pg_stat_activity WHERE application_name = 'lakehouse stream $stream'});
 }
 
-# The worker $pid waits for a lock on the batch ledger (held by another session).
-sub held_sql
-{
-	my ($pid) = @_;
-	return "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted"
-	  . " AND relation = 'lakehouse.stream_progress'::regclass AND mode = 'RowExclusiveLock')";
-}
-
 sub set_conf
 {
 	my ($sql) = @_;
@@ -91,7 +83,7 @@ sub wait_recovered
 	my $pid = worker_pid('k');
 	my $hold = $node->background_psql('postgres');
 	$hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
-	ok($node->poll_query_until('postgres', held_sql($pid)), 'the worker waits at a batch\'s ledger row');
+	ok($node->poll_query_until('postgres', lh_waits_on_ledger_sql($pid)), 'the worker waits at a batch\'s ledger row');
 	my $log_offset = -s $node->logfile;
 	set_conf("ALTER SYSTEM SET lakehouse.test_fault = 'pause_before_commit'");
 	$hold->quit;
@@ -151,7 +143,7 @@ sub wait_recovered
 		my $chunk = 3000 + int(rand(1000));
 		publish($topic, 2, $chunk);
 		$total += $chunk;
-		my $held = held_sql($pid);
+		my $held = lh_waits_on_ledger_sql($pid);
 		ok($node->poll_query_until('postgres', $held), "round $round: the worker waits with a batch written");
 		$hold->query_safe('COMMIT');
 		$again->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');

@@ -52,8 +52,7 @@ sub hold_open_batch
 	my $hold = $primary->background_psql('postgres');
 	$hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
 	publish($n);
-	ok($primary->poll_query_until('postgres', "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted"
-		  . " AND relation = 'lakehouse.stream_progress'::regclass AND mode = 'RowExclusiveLock')"),
+	ok($primary->poll_query_until('postgres', lh_waits_on_ledger_sql($pid)),
 		'the stream worker holds a batch open, its rows written');
 	return $hold;
 }

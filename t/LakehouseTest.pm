@@ -17,7 +17,7 @@ our @EXPORT = qw(
   lh_top lh_brokers lh_kafka_dir lh_node lh_kafka lh_create_topic lh_produce
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
-  lh_seed lh_broker_high_watermarks lh_broker_watermarks lh_async_loss_conf
+  lh_seed lh_broker_high_watermarks lh_broker_watermarks lh_async_loss_conf lh_waits_on_ledger_sql
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -46,6 +46,16 @@ sub lh_node
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return $node;
+}
+
+# A query that is true while the backend $pid waits for a lock on the batch ledger
+# (lakehouse.stream_progress), held by another session: a stream worker with a batch
+# written, stopped at its ledger row (t/096, t/097).
+sub lh_waits_on_ledger_sql
+{
+	my ($pid) = @_;
+	return "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted"
+	  . " AND relation = 'lakehouse.stream_progress'::regclass AND mode = 'RowExclusiveLock')";
 }
 
 # postgresql.conf lines under which a server crash is likely to undo the newest
