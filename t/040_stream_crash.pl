@@ -180,7 +180,7 @@ for my $c (1 .. $chunks)
 		ok(1, "kill after chunk $c: worker $pid died of SIGKILL");
 		# The postmaster resets every backend after a worker dies of a signal: wait until it
 		# accepts connections again (on a busy machine recovery can take a moment).
-		$node->poll_query_until('postgres', 'SELECT 1', '1')
+		lh_wait_recovered($node)
 		  or die "the server did not accept connections again after the kill";
 	}
 	$kills++;

@@ -204,7 +204,7 @@ my $seen = lh_wait_beyond($node, q{SELECT coalesce(sum(rows_in), 0) FROM lakehou
 my $log_offset = -s $node->logfile;
 kill 'KILL', $silver_pid;
 $node->wait_for_log(qr/\(PID $silver_pid\) was terminated by signal 9/, $log_offset);
-ok($node->poll_query_until('postgres', 'SELECT 1', '1'), 'the server recovered from the crash');
+ok(lh_wait_recovered($node), 'the server recovered from the crash');
 my $read_at_kill = totals('pass')->{in};
 if (!($read_at_kill > $read_before && $read_at_kill < $bronze_after))
 {

@@ -94,7 +94,7 @@ for my $round (1 .. 5)
 	my $log_offset = -s $node->logfile;
 	kill 'KILL', $pid;
 	$node->wait_for_log(qr/\(PID $pid\) was terminated by signal 9/, $log_offset);
-	ok($node->poll_query_until('postgres', 'SELECT 1', '1'), "round $round: the server recovered from the crash");
+	ok(lh_wait_recovered($node), "round $round: the server recovered from the crash");
 
 	# Right after recovery, whatever the silver worker has redone: the rows and the cursor
 	# agree (every edit of the batches up to the cursor is in silver, none after it).

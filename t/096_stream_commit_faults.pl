@@ -64,7 +64,7 @@ sub set_conf
 sub wait_recovered
 {
 	my ($label) = @_;
-	ok($node->poll_query_until('postgres', 'SELECT 1', '1'), "$label: the server recovered from the crash");
+	ok(lh_wait_recovered($node), "$label: the server recovered from the crash");
 	return;
 }
 

@@ -18,6 +18,7 @@ our @EXPORT = qw(
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
   lh_seed lh_broker_high_watermarks lh_broker_watermarks lh_async_loss_conf lh_waits_on_ledger_sql
+  lh_wait_recovered
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -46,6 +47,27 @@ sub lh_node
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return $node;
+}
+
+# Waits until the server answers queries again after a crash (a killed backend or worker
+# makes the postmaster reset every process and recover). Not poll_query_until: it writes
+# its query to psql's stdin, and a psql that the recovering server turns away at once can
+# exit before reading it, which makes IPC::Run die of a broken pipe and ends the test
+# script (seen in t/040 while another test file loaded the machine). Here the query is an
+# argument. Returns whether the server answered within PG_TEST_TIMEOUT_DEFAULT.
+sub lh_wait_recovered
+{
+	my ($node) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
+	{
+		my ($out, $err) = ('', '');
+		IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c', 'SELECT 1' ],
+			'<', '/dev/null', '>', \$out, '2>', \$err);
+		return 1 if $out =~ /^1$/m;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
 }
 
 # A query that is true while the backend $pid waits for a lock on the batch ledger
