@@ -3,12 +3,15 @@
  *
  * The common path parses each payload once, in COPY's jsonb input. Messages that fail the
  * cheap checks (message_check.c) become dead letters up front. If COPY still refuses the
- * batch with a data error (say, a payload that is not JSON), the batch is retried inside
- * subtransactions: first after checking every payload with the JSON parser, then, if
- * something is still refused, split in halves until each refused message stands alone and
- * becomes a dead letter with the error as its reason. Any other error (a dropped table,
- * a duplicate offset, out of disk) is not the message's fault: it aborts the batch, and the
- * worker retries from the last commit.
+ * batch with an error that may be a message's own (see may_be_message_fault), the batch
+ * is retried inside subtransactions: first after checking every payload with the JSON
+ * parser, then, if something is still refused, split in halves until each refused message
+ * stands alone and becomes a dead letter with the error as its reason. A lone message
+ * refused outside SQLSTATE class 22 (jsonb's 1 GB array for a huge JSON array, its size
+ * limits, out of memory) is blamed only if a stand-in row at its offset goes in: if bronze
+ * refuses that too, the fault is the table's, not the message's. Any other error (a
+ * dropped table, a duplicate offset, out of disk, a cancel) is not the message's fault: it
+ * aborts the batch, and the worker retries from the last commit.
  */
 #include "postgres.h"
 
@@ -25,8 +28,11 @@ typedef struct WriteState
 {
 	LhBatch    *batch;
 	rd_kafka_message_t **msgs;
-	char	   *refusal;		/* the last COPY refusal's message */
+	ErrorData  *refusal;		/* the last COPY refusal */
 } WriteState;
+
+/* The payload of a stand-in row: valid JSON that any jsonb column takes. */
+static const char stand_in_payload[] = "{}";
 
 static TimestampTz
 kafka_time(rd_kafka_message_t *rkm, bool *has_ts)
@@ -65,11 +71,29 @@ dead_letter(WriteState *ws, rd_kafka_message_t *rkm, const char *reason)
 }
 
 /*
- * COPYs the messages idx[0..k) in a subtransaction. Returns false, with the refusal in
- * ws->refusal, when COPY raised a data exception; re-raises anything else.
+ * Whether an error COPY raised may be caused by a message's content rather than by the
+ * table or the server: a data exception (class 22), a program limit (class 54: jsonb's
+ * size limits), out of memory (53200) or an internal error (XX000: PostgreSQL's "invalid
+ * memory alloc request size" when jsonb input needs an array of over 1 GB).
  */
 static bool
-copy_subset(WriteState *ws, const int *idx, int k)
+may_be_message_fault(int sqlerrcode)
+{
+	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
+		sqlerrcode == ERRCODE_OUT_OF_MEMORY ||
+		sqlerrcode == ERRCODE_INTERNAL_ERROR;
+}
+
+/*
+ * COPYs the messages idx[0..k) in a subtransaction. Returns false, with the refusal in
+ * ws->refusal, when COPY raised an error that may be a message's own; re-raises anything
+ * else. With stand_in, each row carries stand_in_payload instead of its message's value,
+ * and the subtransaction is rolled back even when COPY succeeds: a probe of whether bronze
+ * takes a row at those offsets at all.
+ */
+static bool
+copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
@@ -85,7 +109,8 @@ copy_subset(WriteState *ws, const int *idx, int k)
 
 		lh_sink_add(&sink, rkm->partition, rkm->offset, has_ts, ts,
 					(const char *) rkm->key, rkm->key_len,
-					(const char *) rkm->payload, rkm->len, ws->batch->batch_id);
+					stand_in ? stand_in_payload : (const char *) rkm->payload,
+					stand_in ? strlen(stand_in_payload) : rkm->len, ws->batch->batch_id);
 	}
 
 	BeginInternalSubTransaction(NULL);
@@ -93,7 +118,10 @@ copy_subset(WriteState *ws, const int *idx, int k)
 	PG_TRY();
 	{
 		lh_sink_copy(&sink, "bronze", ws->batch->st->name);
-		ReleaseCurrentSubTransaction();
+		if (stand_in)
+			RollbackAndReleaseCurrentSubTransaction();
+		else
+			ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
 	}
@@ -107,24 +135,45 @@ copy_subset(WriteState *ws, const int *idx, int k)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_DATA_EXCEPTION)
+		if (!may_be_message_fault(edata->sqlerrcode))
 			ReThrowError(edata);
-		ws->refusal = edata->message;
+		ws->refusal = edata;
 		ok = false;
 	}
 	PG_END_TRY();
 	return ok;
 }
 
+/*
+ * A lone message that COPY refused becomes a dead letter. A data exception is the
+ * message's by definition; any other refusal only if a stand-in row at the same offset
+ * goes in. If bronze refuses the stand-in too, the first error is re-raised: it aborts
+ * the batch, and no message is blamed for what the table or the server did.
+ */
+static void
+dead_letter_refused(WriteState *ws, int i)
+{
+	ErrorData  *refusal = ws->refusal;
+
+	if (ERRCODE_TO_CATEGORY(refusal->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
+		!copy_subset(ws, &i, 1, true))
+		ReThrowError(refusal);
+	dead_letter(ws, ws->msgs[i],
+				ERRCODE_TO_CATEGORY(refusal->sqlerrcode) == ERRCODE_DATA_EXCEPTION
+				? psprintf("refused by bronze: %s", refusal->message)
+				: psprintf("refused by bronze: %s (SQLSTATE %s)", refusal->message,
+						   unpack_sql_state(refusal->sqlerrcode)));
+}
+
 /* Halves a refused range until every refused message is alone and dead-lettered. */
 static void
 copy_or_split(WriteState *ws, const int *idx, int k)
 {
-	if (k == 0 || copy_subset(ws, idx, k))
+	if (k == 0 || copy_subset(ws, idx, k, false))
 		return;
 	if (k == 1)
 	{
-		dead_letter(ws, ws->msgs[idx[0]], psprintf("refused by bronze: %s", ws->refusal));
+		dead_letter_refused(ws, idx[0]);
 		return;
 	}
 	copy_or_split(ws, idx, k / 2);
@@ -155,7 +204,7 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 		return;
 
 	/* The common case: one COPY (in one subtransaction), one parse per payload. */
-	if (copy_subset(&ws, good, ngood))
+	if (copy_subset(&ws, good, ngood, false))
 		return;
 	/* Refused: check every payload as JSON, dead-letter what fails, then retry the rest. */
 	for (int j = 0; j < ngood; j++)
