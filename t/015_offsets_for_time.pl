@@ -50,5 +50,47 @@ ok($node->poll_query_until('postgres', "SELECT count(*) = $second FROM bronze.fr
 is($node->safe_psql('postgres', q{SELECT count(*) FROM bronze.from_time WHERE payload->>'tag' LIKE 'before-%'}),
 	'0', 'and nothing of the first');
 
+# A broker that answers the lookup with an error. librdkafka's mock cluster (fault
+# injection only: test/tools/mock_broker) fails the next ListOffsets requests (API key 2)
+# with KAFKA_STORAGE_ERROR (56), per partition, as a broker with a failed log directory
+# would. The lookup must be an error that says so, never an answer of "no message after
+# that time" (the end of the partition), and a stream asked to start from that time must
+# not be created. (librdkafka 2.0.2 turns a partition's error in the answer into the
+# call's error, which is the message checked here; lakehouse also refuses a partition's
+# own error left in the list, which this librdkafka does not leave.)
+{
+	my ($min, $mout, $merr) = ('', '', '');
+	my $mock = IPC::Run::start([ lh_top() . '/test/tools/mock_broker', 'mocked', 3 ],
+		'<', \$min, '>', \$mout, '2>', \$merr, IPC::Run::timeout(120));
+	$mock->pump until $mout =~ /\n/;
+	my ($mock_brokers) = $mout =~ /^(\S+)\n/;
+	$mout = '';
+	my $lookup = "SELECT count(*) FROM lakehouse.kafka_offsets_for_time('mocked', now(), '$mock_brokers')";
+	is($node->safe_psql('postgres', $lookup), 3, 'the mock broker answers a lookup for its three partitions');
+
+	my $fail_next = sub {
+		my ($n) = @_;
+		$min .= "push 2 56 $n\n";
+		$mock->pump until $mout =~ /ok\n/;
+		$mout = '';
+	};
+	$fail_next->(3);
+	my ($rc, $out, $err) = $node->psql('postgres', $lookup);
+	isnt($rc, 0, 'a lookup answered with a storage error fails');
+	like($err, qr/could not look up offsets by time in (partition \d+ of )?Kafka topic "mocked".*\n.*Disk error/,
+		'and says what the broker answered');
+
+	$fail_next->(3);
+	($rc, $out, $err) = $node->psql('postgres',
+		"SELECT lakehouse.create_stream('mocked_start', 'mocked', '$mock_brokers', start_from => now()::text)");
+	isnt($rc, 0, 'a stream asked to start from a time the broker cannot look up is refused');
+	like($err, qr/could not look up offsets by time/, 'for that reason');
+	is($node->safe_psql('postgres',
+			q{SELECT (SELECT count(*) FROM lakehouse.streams WHERE name = 'mocked_start')}
+			  . q{ + (SELECT count(*) FROM pg_class WHERE relname = 'mocked_start')}),
+		0, 'and nothing of it is created');
+	$mock->finish;
+}
+
 $node->stop;
 done_testing();
