@@ -3,19 +3,22 @@
  *
  * The common path parses each payload once, in COPY's jsonb input. Messages that fail the
  * cheap checks (message_check.c) become dead letters up front. If COPY still refuses the
- * batch with an error that may be a message's own (see may_be_message_fault), the batch
- * is retried inside subtransactions: first after checking every payload with the JSON
- * parser, then, if something is still refused, split in halves until each refused message
- * stands alone and becomes a dead letter with the error as its reason. A lone message
- * refused outside SQLSTATE class 22 (jsonb's 1 GB array for a huge JSON array, its size
- * limits, out of memory) is blamed only if a stand-in row at its offset goes in: if bronze
- * refuses that too, the fault is the table's, not the message's. Any other error (a
- * dropped table, a duplicate offset, out of disk, a cancel) is not the message's fault: it
- * aborts the batch, and the worker retries from the last commit.
+ * batch with an error that a message's content can cause (see is_message_refusal), the
+ * batch is retried inside subtransactions: first after checking every payload with the
+ * JSON parser, then, if something is still refused, split in halves until each refused
+ * message stands alone and becomes a dead letter with the error as its reason. Besides
+ * data exceptions (class 22) that covers two refusals of a message's sheer size: jsonb's
+ * own limits, and PostgreSQL's 1 GB allocation limit (a JSON array of over 2^24 elements).
+ * A lone message refused with one of those two is blamed only if a stand-in row at its
+ * offset goes in, since a broken table can raise them for any row. Any other error (a
+ * dropped table, a duplicate offset, out of disk or memory, a cancel) is not the
+ * message's fault: it aborts the batch, and the worker retries from the last commit.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "nodes/makefuncs.h"
 #include "datatype/timestamp.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -30,6 +33,8 @@ typedef struct WriteState
 	rd_kafka_message_t **msgs;
 	ErrorData  *refusal;		/* the last COPY refusal */
 } WriteState;
+
+static void copy_or_split(WriteState *ws, const int *idx, int k);
 
 /* The payload of a stand-in row: valid JSON that any jsonb column takes. */
 static const char stand_in_payload[] = "{}";
@@ -70,33 +75,50 @@ dead_letter(WriteState *ws, rd_kafka_message_t *rkm, const char *reason)
 						 (const char *) rkm->payload, rkm->len, reason);
 }
 
+/* PostgreSQL's message for an allocation over its 1 GB limit (utils/mmgr/mcxt.c). */
+#define ALLOC_LIMIT_MESSAGE "invalid memory alloc request size"
+
 /*
- * Whether an error COPY raised may be caused by a message's content rather than by the
- * table or the server: a data exception (class 22), a program limit (class 54: jsonb's
- * size limits), out of memory (53200) or an internal error (XX000: PostgreSQL's "invalid
- * memory alloc request size" when jsonb input needs an array of over 1 GB).
+ * Whether an error COPY raised is one a message's content can cause: a data exception
+ * (class 22), one of jsonb's size limits (54000 with a message about jsonb), or the 1 GB
+ * allocation limit (XX000 "invalid memory alloc request size": jsonb input needs an array
+ * of 2^25 32-byte entries for a JSON array of over 2^24 elements). The untranslated
+ * message (message_id) is compared, so lc_messages does not matter. Out of memory (53200)
+ * is not among them: it can be the server's state at that moment, and a batch retried
+ * later may well fit.
  */
 static bool
-may_be_message_fault(int sqlerrcode)
+is_message_refusal(const ErrorData *edata)
 {
-	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_DATA_EXCEPTION ||
-		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_PROGRAM_LIMIT_EXCEEDED ||
-		sqlerrcode == ERRCODE_OUT_OF_MEMORY ||
-		sqlerrcode == ERRCODE_INTERNAL_ERROR;
+	if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_DATA_EXCEPTION)
+		return true;
+	if (edata->message_id == NULL)
+		return false;
+	if (edata->sqlerrcode == ERRCODE_PROGRAM_LIMIT_EXCEEDED)
+		return strstr(edata->message_id, "jsonb") != NULL;
+	if (edata->sqlerrcode == ERRCODE_INTERNAL_ERROR)
+		return strncmp(edata->message_id, ALLOC_LIMIT_MESSAGE, strlen(ALLOC_LIMIT_MESSAGE)) == 0;
+	return false;
 }
 
 /*
  * COPYs the messages idx[0..k) in a subtransaction. Returns false, with the refusal in
- * ws->refusal, when COPY raised an error that may be a message's own; re-raises anything
- * else. With stand_in, each row carries stand_in_payload instead of its message's value,
- * and the subtransaction is rolled back even when COPY succeeds: a probe of whether bronze
- * takes a row at those offsets at all.
+ * ws->refusal, when COPY raised an error that a message's content can cause; re-raises
+ * anything else. With stand_in, each row carries stand_in_payload instead of its
+ * message's value, and the subtransaction is rolled back even when COPY succeeds: a probe
+ * of whether bronze takes a row at those offsets at all.
+ *
+ * COPY runs in a memory context of its own, deleted after each attempt: a refused attempt
+ * leaves its executor state and per-row memory behind (rolling back a subtransaction does
+ * not free the caller's context), and a huge message parsed once per attempt, up to a
+ * gigabyte each time, would otherwise pile up until the batch ends.
  */
 static bool
 copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 {
 	MemoryContext oldcontext = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
+	MemoryContext attempt_cxt;
 	static LhSinkBuffer sink;	/* reused across batches, see lh_sink_begin() */
 	volatile bool ok = true;
 
@@ -113,8 +135,9 @@ copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 					stand_in ? strlen(stand_in_payload) : rkm->len, ws->batch->batch_id);
 	}
 
+	attempt_cxt = AllocSetContextCreate(oldcontext, "lakehouse COPY attempt", ALLOCSET_DEFAULT_SIZES);
 	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldcontext);
+	MemoryContextSwitchTo(attempt_cxt);
 	PG_TRY();
 	{
 		lh_sink_copy(&sink, "bronze", ws->batch->st->name);
@@ -135,20 +158,25 @@ copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
-		if (!may_be_message_fault(edata->sqlerrcode))
+		MemoryContextDelete(attempt_cxt);
+		attempt_cxt = NULL;
+		if (!is_message_refusal(edata))
 			ReThrowError(edata);
 		ws->refusal = edata;
 		ok = false;
 	}
 	PG_END_TRY();
+	if (attempt_cxt != NULL)
+		MemoryContextDelete(attempt_cxt);
 	return ok;
 }
 
 /*
  * A lone message that COPY refused becomes a dead letter. A data exception is the
- * message's by definition; any other refusal only if a stand-in row at the same offset
- * goes in. If bronze refuses the stand-in too, the first error is re-raised: it aborts
- * the batch, and no message is blamed for what the table or the server did.
+ * message's by definition; a size refusal only if a stand-in row at the same offset goes
+ * in. If bronze refuses the stand-in with a size refusal too, the message's error is
+ * re-raised (any other error of the stand-in is raised as it is): the batch aborts, and no
+ * message is blamed for what the table did.
  */
 static void
 dead_letter_refused(WriteState *ws, int i)
@@ -165,12 +193,13 @@ dead_letter_refused(WriteState *ws, int i)
 						   unpack_sql_state(refusal->sqlerrcode)));
 }
 
-/* Halves a refused range until every refused message is alone and dead-lettered. */
+/*
+ * Splits a range COPY refused (with ws->refusal) in halves, each COPYed on its own, until
+ * every refused message is alone and dead-lettered.
+ */
 static void
-copy_or_split(WriteState *ws, const int *idx, int k)
+split_refused(WriteState *ws, const int *idx, int k)
 {
-	if (k == 0 || copy_subset(ws, idx, k, false))
-		return;
 	if (k == 1)
 	{
 		dead_letter_refused(ws, idx[0]);
@@ -178,6 +207,15 @@ copy_or_split(WriteState *ws, const int *idx, int k)
 	}
 	copy_or_split(ws, idx, k / 2);
 	copy_or_split(ws, idx + k / 2, k - k / 2);
+}
+
+/* COPYs a range; if it is refused, splits it (split_refused). */
+static void
+copy_or_split(WriteState *ws, const int *idx, int k)
+{
+	if (k == 0 || copy_subset(ws, idx, k, false))
+		return;
+	split_refused(ws, idx, k);
 }
 
 void
@@ -203,6 +241,14 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	if (ngood == 0)
 		return;
 
+	/*
+	 * Locked in the batch's own transaction, not only inside each attempt: a subtransaction
+	 * that rolls back gives up its locks, and a DROP TRIGGER or ALTER TABLE slipping in
+	 * between a refused attempt and the stand-in's probe would have the probe judge a
+	 * different table, and blame a message for what the old one did.
+	 */
+	(void) RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
+
 	/* The common case: one COPY (in one subtransaction), one parse per payload. */
 	if (copy_subset(&ws, good, ngood, false))
 		return;
@@ -217,5 +263,10 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 		else
 			good[nparsed++] = good[j];
 	}
-	copy_or_split(&ws, good, nparsed);
+	/* Nothing removed: the same set would be refused again (and a huge message parsed
+	 * again for nothing), so go straight to its halves. */
+	if (nparsed == ngood)
+		split_refused(&ws, good, nparsed);
+	else
+		copy_or_split(&ws, good, nparsed);
 }

@@ -8,6 +8,7 @@ use warnings;
 
 use Exporter 'import';
 use File::Temp ();
+use Fcntl qw(O_CREAT O_EXCL O_WRONLY);
 use IO::Socket::INET;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -62,8 +63,12 @@ sub lh_wait_recovered
 	while (time < $deadline)
 	{
 		my ($out, $err) = ('', '');
-		IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres'), '-c', 'SELECT 1' ],
-			'<', '/dev/null', '>', \$out, '2>', \$err);
+		# Bounded per try too: a connection that hangs must not outlast the deadline.
+		eval {
+			IPC::Run::run([ $node->installed_command('psql'), '-XAtq', '-d', $node->connstr('postgres') . ' connect_timeout=10',
+					'-c', 'SELECT 1' ],
+				'<', '/dev/null', '>', \$out, '2>', \$err, IPC::Run::timeout(30));
+		};
 		return 1 if $out =~ /^1$/m;
 		select(undef, undef, undef, 0.1);
 	}
@@ -433,7 +438,12 @@ sub lh_free_port_pair
 			if ($sock) { close $sock; }
 			else { $ok = 0; last; }
 		}
-		return $port if $ok;
+		next unless $ok;
+		# Reserved for this run: a test file in the other lane of scripts/test may have
+		# found the same pair free a moment ago and not bound it yet.
+		my $locks = "$PostgreSQL::Test::Utils::tmp_check/lh_port_locks";
+		mkdir $locks;
+		return $port if sysopen(my $lock, "$locks/$port", O_CREAT | O_EXCL | O_WRONLY);
 	}
 	die "no free port pair found\n";
 }
