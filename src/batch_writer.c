@@ -245,7 +245,9 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	 * Locked in the batch's own transaction, not only inside each attempt: a subtransaction
 	 * that rolls back gives up its locks, and a DROP TRIGGER or ALTER TABLE slipping in
 	 * between a refused attempt and the stand-in's probe would have the probe judge a
-	 * different table, and blame a message for what the old one did.
+	 * different table, and blame a message for what the old one did. (A trigger's function
+	 * replaced by CREATE OR REPLACE takes no lock on the table: the lock narrows that
+	 * window, it does not close it.)
 	 */
 	(void) RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
 

@@ -96,6 +96,7 @@ lh_check_exactly_once($node, 'own_errors', $topic, 'after the array');
 # memory stays near one attempt's (about 1.4 GB seen); kept until the batch ended, it
 # grows by about 0.7 GB per attempt.
 my $worker = $node->safe_psql('postgres', q{SELECT worker_pid FROM lakehouse.streams WHERE name = 'own_errors'});
+is($worker, $stream_pid, 'the worker that took the array is the one measured (it never restarted)');
 my ($hwm_kb) = slurp_file("/proc/$worker/status") =~ /^VmHWM:\s+(\d+) kB/m;
 note(sprintf('stream worker peak resident memory after the array: %.0f MB', $hwm_kb / 1024));
 cmp_ok($hwm_kb, '<', 2.5 * 1024 * 1024, 'the worker never held much more than one attempt\'s memory (under 2.5 GB)');
