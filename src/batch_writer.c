@@ -147,6 +147,7 @@ copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 			ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
+		MemoryContextDelete(attempt_cxt);
 	}
 	PG_CATCH();
 	{
@@ -159,15 +160,12 @@ copy_subset(WriteState *ws, const int *idx, int k, bool stand_in)
 		MemoryContextSwitchTo(oldcontext);
 		CurrentResourceOwner = oldowner;
 		MemoryContextDelete(attempt_cxt);
-		attempt_cxt = NULL;
 		if (!is_message_refusal(edata))
 			ReThrowError(edata);
 		ws->refusal = edata;
 		ok = false;
 	}
 	PG_END_TRY();
-	if (attempt_cxt != NULL)
-		MemoryContextDelete(attempt_cxt);
 	return ok;
 }
 
@@ -182,13 +180,12 @@ static void
 dead_letter_refused(WriteState *ws, int i)
 {
 	ErrorData  *refusal = ws->refusal;
+	bool		data_error = ERRCODE_TO_CATEGORY(refusal->sqlerrcode) == ERRCODE_DATA_EXCEPTION;
 
-	if (ERRCODE_TO_CATEGORY(refusal->sqlerrcode) != ERRCODE_DATA_EXCEPTION &&
-		!copy_subset(ws, &i, 1, true))
+	if (!data_error && !copy_subset(ws, &i, 1, true))
 		ReThrowError(refusal);
 	dead_letter(ws, ws->msgs[i],
-				ERRCODE_TO_CATEGORY(refusal->sqlerrcode) == ERRCODE_DATA_EXCEPTION
-				? psprintf("refused by bronze: %s", refusal->message)
+				data_error ? psprintf("refused by bronze: %s", refusal->message)
 				: psprintf("refused by bronze: %s (SQLSTATE %s)", refusal->message,
 						   unpack_sql_state(refusal->sqlerrcode)));
 }

@@ -143,8 +143,7 @@ is($node->safe_psql('postgres',
 # --- stop_stream: the worker goes; what arrives meanwhile waits in Kafka; start resumes.
 my $pid = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 'wiki'");
 $node->safe_psql('postgres', "SELECT lakehouse.stop_stream('wiki')");
-my $gone = 0;
-for (1 .. 300) { if (lh_process_gone($pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+my $gone = lh_wait_gone($pid);
 ok($gone, 'stop_stream ends the worker');
 is($node->safe_psql('postgres', "SELECT DISTINCT state FROM lakehouse.stream_status()"), 'stopped',
 	'stream_status says stopped');
@@ -267,8 +266,7 @@ is($node->safe_psql('postgres', q{
 	    || (SELECT count(*) FROM lakehouse.offsets WHERE stream = 'ops_stream') || ','
 	    || (to_regclass('bronze.ops_stream') IS NULL)}),
 	'0,0,true', 'a lakehouse_admin member drops a stream: its row, its offsets and its bronze table are gone');
-$gone = 0;
-for (1 .. 300) { if (lh_process_gone($ops_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+$gone = lh_wait_gone($ops_pid);
 ok($gone, "the dropped stream's worker ($ops_pid) ended");
 ($rc, $out, $err) = $node->psql('postgres', "SELECT lakehouse.create_stream('x', '$topic')", extra_params => [ '-U', 'nobody' ]);
 like($err, qr/permission denied for function create_stream/, 'other roles cannot create streams');

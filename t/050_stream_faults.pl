@@ -84,8 +84,7 @@ lh_check_exactly_once($node, 's1', $topic, 'broker restart');
 my $progress_sql = "SELECT coalesce(sum(messages), 0) FROM lakehouse.stream_progress WHERE stream = 's1'";
 $worker = $node->safe_psql('postgres', "SELECT worker_pid FROM lakehouse.streams WHERE name = 's1'");
 $node->safe_psql('postgres', "SELECT lakehouse.stop_stream('s1')");
-my $gone = 0;
-for (1 .. 300) { if (lh_process_gone($worker)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+my $gone = lh_wait_gone($worker);
 ok($gone, 'the stream is stopped while its backlog is published');
 lh_publish($brokers, $topic, events(12000, 'restart'));
 my $before_restart = $node->safe_psql('postgres', $progress_sql);

@@ -78,8 +78,7 @@ is(q1("SELECT max(kafka_offset) FROM bronze.d WHERE kafka_partition = 0") . ',' 
 # its last rows, and for p2 and p3 the offsets row, the bronze rows and the dead letters.
 my $pid = q1("SELECT worker_pid FROM lakehouse.streams WHERE name = 'd'");
 $node->safe_psql('postgres', "SELECT lakehouse.stop_stream('d')");
-my $gone = 0;
-for (1 .. 300) { if (lh_process_gone($pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+my $gone = lh_wait_gone($pid);
 ok($gone, 'stop_stream ended the worker');
 my $rollback = $n{1} - 1 - int(rand(5));
 $node->safe_psql('postgres', qq{

@@ -52,13 +52,6 @@ sub worker_pid
 	return q1(qq{SELECT pid FROM pg_stat_activity WHERE application_name = 'lakehouse stream $stream'});
 }
 
-sub set_conf
-{
-	my ($sql) = @_;
-	$node->safe_psql('postgres', $sql);
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-	return;
-}
 
 # The server back after a crash: answers queries again.
 sub wait_recovered
@@ -85,7 +78,7 @@ sub wait_recovered
 	$hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
 	ok($node->poll_query_until('postgres', lh_waits_on_ledger_sql($pid)), 'the worker waits at a batch\'s ledger row');
 	my $log_offset = -s $node->logfile;
-	set_conf("ALTER SYSTEM SET lakehouse.test_fault = 'pause_before_commit'");
+	lh_set_conf($node, "ALTER SYSTEM SET lakehouse.test_fault = 'pause_before_commit'");
 	$hold->quit;
 	$node->wait_for_log(qr/lakehouse stream "k": batch written, paused before its commit/, $log_offset);
 
@@ -117,7 +110,7 @@ sub wait_recovered
 		"$committed|$batches|$next_sum",
 		'after recovery bronze, the batch ledger and the offsets are exactly what had committed: the killed batch left nothing');
 
-	set_conf('ALTER SYSTEM RESET lakehouse.test_fault');
+	lh_set_conf($node, 'ALTER SYSTEM RESET lakehouse.test_fault');
 	ok(lh_wait_caught_up($node, 'k', $topic), 'released, the stream reads the rest');
 	lh_check_exactly_once($node, 'k', $topic, 'after the kill inside the commit');
 	q1("SELECT lakehouse.stop_stream('k')");
@@ -125,7 +118,7 @@ sub wait_recovered
 
 # --- 2. The server crashed mid-ingest with synchronous_commit = off.
 {
-	set_conf('ALTER SYSTEM SET synchronous_commit = off');
+	lh_set_conf($node, 'ALTER SYSTEM SET synchronous_commit = off');
 	my $topic = lh_unique_name('async_crash');
 	lh_create_topic($kdir, $topic, 2);
 	q1("SELECT lakehouse.create_stream('a', '$topic')");
@@ -174,7 +167,7 @@ sub wait_recovered
 	fail('inconclusive: in five rounds no asynchronously committed batch was lost in the crash') unless $lost;
 	ok(lh_wait_caught_up($node, 'a', $topic), 'the stream read the lost batches again and caught up');
 	lh_check_exactly_once($node, 'a', $topic, 'after the crash with synchronous_commit off');
-	set_conf('ALTER SYSTEM RESET synchronous_commit');
+	lh_set_conf($node, 'ALTER SYSTEM RESET synchronous_commit');
 	q1("SELECT lakehouse.stop_stream('a')");
 }
 
@@ -200,7 +193,7 @@ sub wait_recovered
 	publish($topic, $partitions, 300);
 
 	my $log_offset = -s $node->logfile;
-	set_conf("ALTER SYSTEM SET lakehouse.test_fault = 'ignore_data_checkpoint'");
+	lh_set_conf($node, "ALTER SYSTEM SET lakehouse.test_fault = 'ignore_data_checkpoint'");
 	q1("SELECT lakehouse.start_stream('b')");
 	my $behind = $stored - $back;
 	$node->wait_for_log(qr/stream "b" partition $p resumes at its stored offset $behind, behind its data at $stored/, $log_offset);
@@ -231,7 +224,7 @@ sub wait_recovered
 	# With the data checkpoint back on, a restarted worker leaves the stopped partition
 	# where it stopped: only reset_offsets() says where it resumes (resuming after its
 	# data would skip any offsets between, had something else written those rows).
-	set_conf('ALTER SYSTEM RESET lakehouse.test_fault');
+	lh_set_conf($node, 'ALTER SYSTEM RESET lakehouse.test_fault');
 	my $log_id = q1('SELECT max(id) FROM lakehouse.stream_log');
 	q1("SELECT lakehouse.stop_stream('b')");
 	q1("SELECT lakehouse.start_stream('b')");

@@ -32,22 +32,13 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'running' FROM lakehouse
 	'the stream runs');
 my $first_pid = $node->safe_psql('postgres', q{SELECT worker_pid FROM lakehouse.streams WHERE name = 'rd'});
 $node->safe_psql('postgres', "SELECT lakehouse.stop_stream('rd')");
-my $gone = 0;
-for (1 .. 300) { if (lh_process_gone($first_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.1); }
+my $gone = lh_wait_gone($first_pid);
 ok($gone, 'stopped: its worker is gone');
 # Small messages, so that one batch of the second reload's size fits librdkafka's queue.
 my $backlog = 60000 + int(rand(10000));
 lh_publish($brokers, $topic, [ map { [ 0, undef, qq({"rd":$_}) ] } 1 .. $backlog ]);
 
-sub set_conf
-{
-	my ($sql) = @_;
-	$node->safe_psql('postgres', $sql);
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-	return;
-}
 
-sub state { return $node->safe_psql('postgres', q{SELECT state FROM lakehouse.stream_status() WHERE stream = 'rd'}); }
 
 # The broker goes down; the new worker starts with 100000 and waits in discovery.
 lh_kafka('kill', $kdir);
@@ -56,16 +47,16 @@ ok($node->poll_query_until('postgres', q{SELECT state = 'waiting for broker' FRO
 	'the new worker waits for the broker at start');
 my $pid = $node->safe_psql('postgres', q{SELECT worker_pid FROM lakehouse.streams WHERE name = 'rd'});
 isnt($pid, $first_pid, 'a new worker');
-set_conf('ALTER SYSTEM SET lakehouse.max_batch_messages = 10');
+lh_set_conf($node, 'ALTER SYSTEM SET lakehouse.max_batch_messages = 10');
 sleep 2;    # the reload wakes the waiting worker at once; its next look at the broker is later
-is(state(), 'waiting for broker', 'the worker still waits for the broker after the reload to 10');
+is($node->safe_psql('postgres', q{SELECT state FROM lakehouse.stream_status() WHERE stream = 'rd'}), 'waiting for broker', 'the worker still waits for the broker after the reload to 10');
 
 # Its first batch is held at the ledger row, so that the next reload lands before batch 2.
 my $hold = $node->background_psql('postgres');
 $hold->query_safe('BEGIN; LOCK TABLE lakehouse.stream_progress IN SHARE MODE');
 lh_kafka('start', $kdir);
 ok($node->poll_query_until('postgres', lh_waits_on_ledger_sql($pid)), 'the worker found the broker and holds its first batch');
-set_conf('ALTER SYSTEM SET lakehouse.max_batch_messages = 50000');
+lh_set_conf($node, 'ALTER SYSTEM SET lakehouse.max_batch_messages = 50000');
 my $log_offset = -s $node->logfile;
 $hold->query_safe('COMMIT');
 $hold->quit;

@@ -19,7 +19,7 @@ our @EXPORT = qw(
   lh_unique_name lh_free_port_pair lh_watermarks lh_process_gone
   lh_check_exactly_once lh_wait_beyond lh_publish lh_publish_start lh_publish_finish lh_event lh_poison_kinds lh_wait_caught_up
   lh_seed lh_broker_high_watermarks lh_broker_watermarks lh_async_loss_conf lh_waits_on_ledger_sql
-  lh_wait_recovered
+  lh_wait_recovered lh_set_conf lh_wait_gone
 );
 
 sub lh_top { return $ENV{LH_TOP} // die "LH_TOP is not set: run the suites through scripts/test\n"; }
@@ -48,6 +48,27 @@ sub lh_node
 	$node->append_conf('postgresql.conf', $conf);
 	$node->start;
 	return $node;
+}
+
+# Runs $sql (an ALTER SYSTEM) on $node and reloads the configuration.
+sub lh_set_conf
+{
+	my ($node, $sql) = @_;
+	$node->safe_psql('postgres', $sql);
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	return;
+}
+
+# Whether process $pid has exited within 30 s (polled every 0.1 s).
+sub lh_wait_gone
+{
+	my ($pid) = @_;
+	for (1 .. 300)
+	{
+		return 1 if lh_process_gone($pid);
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
 }
 
 # Waits until the server answers queries again after a crash (a killed backend or worker
