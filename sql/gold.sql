@@ -212,6 +212,32 @@ SELECT n, (SELECT count(*) FROM ((SELECT hour, wiki, title, edits, distinct_edit
                                   EXCEPT SELECT hour, wiki, title, edits, distinct_editors, rank FROM gold.top_pages_hourly
                                    WHERE wiki = 'frwiki' AND rank <= n)) d) AS differences
   FROM unnest(ARRAY[1, 3, 4, 5, 100, 262, 263, 300, 304, 1000]) n;
+-- A page-hour met again, one pass at a time: by an editor it has (its list stays), by one
+-- new editor (appended), by a known and a new one at once (merged), by no named editor.
+-- Its distinct editors stay those of silver after each pass.
+CREATE TEMP TABLE again (step text, edits bigint, editors bigint, listed integer, from_silver bigint);
+CREATE FUNCTION pg_temp.again(step text) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO again
+  SELECT step, g.edits, g.editors, cardinality(g.editor_names),
+         (SELECT count(DISTINCT e.user_name) FROM silver.edits e WHERE e.wiki = 'eswiki' AND e.title = 'Again')
+    FROM lakehouse.gold_page_hour g WHERE g.hour = '2026-01-01 21:00+00' AND g.wiki = 'eswiki' AND g.title = 'Again' $$;
+SELECT fake_batch(ARRAY[rc(1320, 714, 'ann', 'Again', 'eswiki'), rc(1321, 714.5, 'bea', 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('first pass: ann and bea');
+SELECT fake_batch(ARRAY[rc(1322, 715, 'ann', 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('ann again');
+SELECT fake_batch(ARRAY[rc(1323, 716, 'cy', 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('cy, new');
+SELECT fake_batch(ARRAY[rc(1324, 717, 'bea', 'Again', 'eswiki'), rc(1325, 717.5, 'di', 'Again', 'eswiki'),
+                        rc(1326, 718, 'di', 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('bea and di (twice) at once');
+SELECT fake_batch(ARRAY[rc(1327, 719, NULL, 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('no named editor');
+SELECT * FROM again;
 -- A top 5 of that hour reads few page-hours, not the 304 there are: 4 from the first run,
 -- then the second run's primary key scan in title order from its first title, passing the
 -- pages of the first run that sort before it ('Anon twice', 'Busy'), and one more row for
