@@ -213,14 +213,15 @@ SELECT n, (SELECT count(*) FROM ((SELECT hour, wiki, title, edits, distinct_edit
                                    WHERE wiki = 'frwiki' AND rank <= n)) d) AS differences
   FROM unnest(ARRAY[1, 3, 4, 5, 100, 262, 263, 300, 304, 1000]) n;
 -- A page-hour met again, one pass at a time: by an editor it has (its list stays), by one
--- new editor (appended), by a known and a new one at once (merged), by no named editor.
+-- new editor (appended), by a known and a new one at once (merged), by no named editor,
+-- by two it has at once; and a page-hour first edited by no named editor, then by one.
 -- Its distinct editors stay those of silver after each pass.
-CREATE TEMP TABLE again (step text, edits bigint, editors bigint, listed integer, from_silver bigint);
-CREATE FUNCTION pg_temp.again(step text) RETURNS void LANGUAGE sql AS $$
-  INSERT INTO again
-  SELECT step, g.edits, g.editors, cardinality(g.editor_names),
-         (SELECT count(DISTINCT e.user_name) FROM silver.edits e WHERE e.wiki = 'eswiki' AND e.title = 'Again')
-    FROM lakehouse.gold_page_hour g WHERE g.hour = '2026-01-01 21:00+00' AND g.wiki = 'eswiki' AND g.title = 'Again' $$;
+CREATE TEMP TABLE again (n serial, step text, title text, edits bigint, editors bigint, listed integer, from_silver bigint);
+CREATE FUNCTION pg_temp.again(step text, page text DEFAULT 'Again') RETURNS void LANGUAGE sql AS $$
+  INSERT INTO again (step, title, edits, editors, listed, from_silver)
+  SELECT step, page, g.edits, g.editors, cardinality(g.editor_names),
+         (SELECT count(DISTINCT e.user_name) FROM silver.edits e WHERE e.wiki = 'eswiki' AND e.title = page)
+    FROM lakehouse.gold_page_hour g WHERE g.hour = '2026-01-01 21:00+00' AND g.wiki = 'eswiki' AND g.title = page $$;
 SELECT fake_batch(ARRAY[rc(1320, 714, 'ann', 'Again', 'eswiki'), rc(1321, 714.5, 'bea', 'Again', 'eswiki')]);
 SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT pg_temp.again('first pass: ann and bea');
@@ -237,7 +238,16 @@ SELECT pg_temp.again('bea and di (twice) at once');
 SELECT fake_batch(ARRAY[rc(1327, 719, NULL, 'Again', 'eswiki')]);
 SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT pg_temp.again('no named editor');
-SELECT * FROM again;
+SELECT fake_batch(ARRAY[rc(1328, 719.2, 'ann', 'Again', 'eswiki'), rc(1329, 719.4, 'cy', 'Again', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('ann and cy, both known, at once');
+SELECT fake_batch(ARRAY[rc(1330, 714, NULL, 'Anon first', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('no named editor', 'Anon first');
+SELECT fake_batch(ARRAY[rc(1331, 715, 'eve', 'Anon first', 'eswiki')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT pg_temp.again('then eve', 'Anon first');
+SELECT step, title, edits, editors, listed, from_silver FROM again ORDER BY n;
 -- A top 5 of that hour reads few page-hours, not the 304 there are: 4 from the first run,
 -- then the second run's primary key scan in title order from its first title, passing the
 -- pages of the first run that sort before it ('Anon twice', 'Busy'), and one more row for
@@ -280,11 +290,10 @@ SELECT count(*) AS times, count(*) FILTER (WHERE date_bin('1 hour', t, '4714-11-
 -- A pass reads the sessions within reach of its edits, not the editor's history: a
 -- veteran has 10,000 past sessions (planted straight into the table, an hour apart in 2024
 -- and 2025, so gold's session counts for them are off from here on: nothing below reads
--- them) and an open one of 21:40 to 21:50, then edits at 22:00 (on time: among the
--- open sessions). The pass merges that session and reads under 1 % of the veteran's
--- sessions (rows of editor_sessions read during the pass, from the statistics), not all
--- of them; so does the replay of a late edit that bridges two of the planted ones (the
--- primary key).
+-- them) and an open one of 21:40 to 21:50, then edits at 22:00 (on time). The pass
+-- merges that session and reads under 1 % of the veteran's sessions (rows of
+-- editor_sessions read during the pass, from the statistics), not all of them; so does
+-- the replay of a late edit that bridges two of the planted ones (the primary key).
 INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
 SELECT 'enwiki', 'veteran', s, s + interval '5 min', 2, 10, true
   FROM generate_series(timestamptz '2024-01-01 00:00+00', timestamptz '2024-01-01 00:00+00' + interval '9999 hours',

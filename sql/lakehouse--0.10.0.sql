@@ -1228,7 +1228,7 @@ BEGIN
                    WHERE s.lh_taken AND s.lh_reject IS NOT NULL RETURNING 1)
       SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
              (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
-             (SELECT count(*) FROM judged) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
+             (SELECT count(*) FROM ranked) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
              (SELECT count(*) FROM rec_late),
              (SELECT jsonb_object_agg(m.lh_partition, m.t) FROM (SELECT valid.lh_partition, max(valid.%4$s) AS t
                                                                    FROM valid GROUP BY 1) m),

@@ -7,6 +7,8 @@
 --   subquery, and the sessions a pass touches are found per (wiki, user) through the
 --   primary key instead of reading every open session.
 -- The same definitions as in lakehouse--0.10.0.sql (the regress test `upgrade` compares them).
+-- The update drops and writes again each silver table's lakehouse.silver_<name>_extract,
+-- _admit and _row: an object of your own that depends on them makes it fail (drop it first).
 \echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.10.0'" to load this file. \quit
 
 CREATE OR REPLACE FUNCTION lakehouse._silver_generate(t lakehouse.silver_tables) RETURNS void
@@ -196,7 +198,7 @@ BEGIN
                    WHERE s.lh_taken AND s.lh_reject IS NOT NULL RETURNING 1)
       SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
              (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
-             (SELECT count(*) FROM judged) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
+             (SELECT count(*) FROM ranked) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
              (SELECT count(*) FROM rec_late),
              (SELECT jsonb_object_agg(m.lh_partition, m.t) FROM (SELECT valid.lh_partition, max(valid.%4$s) AS t
                                                                    FROM valid GROUP BY 1) m),
@@ -212,12 +214,15 @@ END $_$;
 
 -- Every silver table gets the new admit function (with its extract function and row type,
 -- which are written together). They are the tables' own objects, not the extension's:
--- made here, they are taken out of it again.
+-- made here, they are taken out of it again. The registry rows are locked first, as a pass
+-- locks its own: a running pass finishes with the old functions, the next waits until
+-- ALTER EXTENSION commits (never one half old, half new).
 DO $upgrade$
 DECLARE
   t lakehouse.silver_tables;
   fn text;
 BEGIN
+  PERFORM 1 FROM lakehouse.silver_tables s ORDER BY s.name FOR UPDATE;
   FOR t IN SELECT * FROM lakehouse.silver_tables ORDER BY name LOOP
     FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
       EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
