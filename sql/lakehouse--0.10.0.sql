@@ -792,8 +792,8 @@ BEGIN
   -- each page-hour's editors come distinct without a sort per page-hour (what
   -- count(DISTINCT) and array_agg(DISTINCT) would do). A page-hour already there usually
   -- meets one editor in a pass, one it has seen (the list stays) or a new one (appended):
-  -- both without a subquery, which cost more than the rest of the update together; only
-  -- several editors at once are merged through DISTINCT. date_bin on UTC hours and minutes is date_trunc(..., 'UTC'), cheaper; its
+  -- both without a subquery per row; only several new editors at once are merged through
+  -- DISTINCT. date_bin on UTC hours and minutes is date_trunc(..., 'UTC'), cheaper; its
   -- origin is the earliest timestamptz, so that no event time lies before it (some 15.x
   -- minors binned times before the origin one step too early).
   INSERT INTO lakehouse.gold_page_hour AS g (hour, wiki, title, edits, editors, editor_names)
@@ -829,11 +829,10 @@ BEGIN
   -- pass, two short reads of the primary key. The sessions of one (wiki, user) never
   -- overlap, so the ones reaching into [lo, hi] are those starting within it and at most
   -- one starting before lo, the latest such, if it ends at lo or after. What is found is
-  -- deleted by row address. (0.9.0 read every open session once per pass instead: a pass
-  -- of a few hundred edits read tens of thousands of sessions whenever many editors had
-  -- been active within the gap, most of the silver worker's time at 10,000 events/s. A
-  -- join on (wiki, user) alone read every past session of the user: the planner hashed
-  -- the whole table in every pass.)
+  -- deleted by row address. (0.9.0 read every open session once per pass for editors
+  -- whose edits were at or after the low watermark: a pass of a few edits read as many
+  -- sessions as editors had been active within the gap. A join on (wiki, user) alone read
+  -- every past session of the user: the planner hashed the whole table in every pass.)
   WITH keys AS (SELECT n.wiki, n.user_name,
                        pg_catalog.min(n.event_time) - gap AS lo,
                        pg_catalog.max(n.event_time) + gap AS hi

@@ -63,12 +63,6 @@ ok($node->poll_query_until('postgres',
 # --- Postmaster death: the launcher notices and exits by itself.
 my $pid3 = $node->safe_psql('postgres', $launcher_q);
 $node->kill9;
-my $gone = 0;
-for (1 .. 300)
-{
-	if (lh_process_gone($pid3)) { $gone = 1; last; }
-	select(undef, undef, undef, 0.1);
-}
-ok($gone, 'launcher exits when the postmaster dies');
+ok(lh_wait_gone($pid3), 'launcher exits when the postmaster dies');
 
 done_testing();

@@ -155,9 +155,7 @@ for my $c (1 .. $chunks)
 		# backend left alone would go on until it noticed the postmaster's death).
 		kill 'KILL', @children;
 		$node->kill9;
-		my $gone = 0;
-		for (1 .. 600) { if (lh_process_gone($pm_pid)) { $gone = 1; last; } select(undef, undef, undef, 0.05); }
-		ok($gone, "server crash after chunk $c: postmaster $pm_pid died of SIGKILL");
+		ok(lh_wait_gone($pm_pid), "server crash after chunk $c: postmaster $pm_pid died of SIGKILL");
 		# A killed postmaster may linger as a zombie (its new parent may never reap it), and
 		# its pid file would then make a new postmaster refuse to start: it is dead, so the
 		# file goes. Backends notice the death on their own; start once they are gone.

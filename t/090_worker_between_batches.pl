@@ -88,13 +88,8 @@ if ($before_kill > $backlog + $backlog / 2)
 }
 pass("the postmaster was killed mid-backlog ($before_kill of " . 2 * $backlog . ' rows in bronze)');
 # The orphaned worker must go away before the server can start again.
-my $gone = 0;
-while (time - $killed_at < $PostgreSQL::Test::Utils::timeout_default)
-{
-	if (lh_process_gone($worker)) { $gone = 1; last; }
-	select(undef, undef, undef, 0.05);
-}
-ok($gone, 'the orphaned stream worker exited') or BAIL_OUT('an orphan of the killed server still runs');
+ok(lh_wait_gone($worker, $killed_at + $PostgreSQL::Test::Utils::timeout_default - time),
+	'the orphaned stream worker exited') or BAIL_OUT('an orphan of the killed server still runs');
 # The killed postmaster may stay a zombie that nobody reaps here, and PostgreSQL would take
 # its lock files for a running server's: once it and its other children are gone, they
 # go, and the server starts again (crash recovery).

@@ -52,7 +52,6 @@ sub worker_pid
 	return q1(qq{SELECT pid FROM pg_stat_activity WHERE application_name = 'lakehouse stream $stream'});
 }
 
-
 # The server back after a crash: answers queries again.
 sub wait_recovered
 {

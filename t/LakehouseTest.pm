@@ -59,16 +59,17 @@ sub lh_set_conf
 	return;
 }
 
-# Whether process $pid has exited within 30 s (polled every 0.1 s).
+# Whether process $pid has exited within $seconds (default 30; polled every 0.1 s).
 sub lh_wait_gone
 {
-	my ($pid) = @_;
-	for (1 .. 300)
+	my ($pid, $seconds) = @_;
+	my $deadline = time + ($seconds // 30);
+	while (time < $deadline)
 	{
 		return 1 if lh_process_gone($pid);
 		select(undef, undef, undef, 0.1);
 	}
-	return 0;
+	return lh_process_gone($pid);
 }
 
 # Waits until the server answers queries again after a crash (a killed backend or worker
