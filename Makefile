@@ -13,6 +13,7 @@ OBJS = \
 	src/message_check.o \
 	src/sink.o \
 	src/batch_writer.o \
+	src/writeback.o \
 	src/worker_tx.o \
 	src/stream_catalog.o \
 	src/batch_ledger.o \

@@ -26,6 +26,7 @@
 #include "batch_writer.h"
 #include "message_check.h"
 #include "sink.h"
+#include "writeback.h"
 
 typedef struct WriteState
 {
@@ -215,13 +216,42 @@ copy_or_split(WriteState *ws, const int *idx, int k)
 	split_refused(ws, idx, k);
 }
 
+/* Writes the messages good[0..ngood) into bronze: one COPY, or the paths of a refusal. */
+static void
+write_good(WriteState *ws, int *good, int ngood)
+{
+	int			nparsed = 0;
+
+	/* The common case: one COPY (in one subtransaction), one parse per payload. */
+	if (copy_subset(ws, good, ngood, false))
+		return;
+	/* Refused: check every payload as JSON, dead-letter what fails, then retry the rest. */
+	for (int j = 0; j < ngood; j++)
+	{
+		rd_kafka_message_t *rkm = ws->msgs[good[j]];
+		char	   *problem = lh_json_problem((const char *) rkm->payload, rkm->len);
+
+		if (problem != NULL)
+			dead_letter(ws, rkm, problem);
+		else
+			good[nparsed++] = good[j];
+	}
+	/* Nothing removed: the same set would be refused again (and a huge message parsed
+	 * again for nothing), so go straight to its halves. */
+	if (nparsed == ngood)
+		split_refused(ws, good, nparsed);
+	else
+		copy_or_split(ws, good, nparsed);
+}
+
 void
 lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_bytes)
 {
 	WriteState	ws = {batch, msgs, NULL};
 	int		   *good = palloc(sizeof(int) * Max(n, 1));
 	int			ngood = 0;
-	int			nparsed = 0;
+	Oid			bronze;
+	BlockNumber blocks_before;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -246,26 +276,9 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	 * replaced by CREATE OR REPLACE takes no lock on the table: the lock narrows that
 	 * window, it does not close it.)
 	 */
-	(void) RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
-
-	/* The common case: one COPY (in one subtransaction), one parse per payload. */
-	if (copy_subset(&ws, good, ngood, false))
-		return;
-	/* Refused: check every payload as JSON, dead-letter what fails, then retry the rest. */
-	for (int j = 0; j < ngood; j++)
-	{
-		rd_kafka_message_t *rkm = msgs[good[j]];
-		char	   *problem = lh_json_problem((const char *) rkm->payload, rkm->len);
-
-		if (problem != NULL)
-			dead_letter(&ws, rkm, problem);
-		else
-			good[nparsed++] = good[j];
-	}
-	/* Nothing removed: the same set would be refused again (and a huge message parsed
-	 * again for nothing), so go straight to its halves. */
-	if (nparsed == ngood)
-		split_refused(&ws, good, nparsed);
-	else
-		copy_or_split(&ws, good, nparsed);
+	bronze = RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
+	blocks_before = lh_relation_blocks(bronze);
+	write_good(&ws, good, ngood);
+	/* The blocks this batch added go to the disk now, not in a burst later (writeback.c). */
+	lh_writeback_grown(bronze, blocks_before);
 }
