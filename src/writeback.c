@@ -16,18 +16,32 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_class_d.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
 #include "utils/rel.h"
 
 #include "writeback.h"
 
-/* The table's size in blocks (main fork); the caller holds a lock on it. */
+/*
+ * Only a plain heap table has blocks of its own to count and write back: a bronze that a
+ * user turned into a partitioned or foreign table (or a table of another access method,
+ * whose blocks need not be where md.c keeps them) is left to the kernel as before.
+ */
+static bool
+has_heap_blocks(Relation rel)
+{
+	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID;
+}
+
+/* The table's size in blocks (main fork), 0 for a table without heap blocks; the caller
+ * holds a lock on it. */
 BlockNumber
 lh_relation_blocks(Oid relid)
 {
 	Relation	rel = relation_open(relid, NoLock);
-	BlockNumber n = RelationGetNumberOfBlocks(rel);
+	BlockNumber n = has_heap_blocks(rel) ? RelationGetNumberOfBlocks(rel) : 0;
 
 	relation_close(rel, NoLock);
 	return n;
@@ -38,9 +52,13 @@ void
 lh_writeback_grown(Oid relid, BlockNumber from)
 {
 	Relation	rel = relation_open(relid, NoLock);
-	BlockNumber to = RelationGetNumberOfBlocks(rel);
 
-	if (to > from)
-		smgrwriteback(RelationGetSmgr(rel), MAIN_FORKNUM, from, to - from);
+	if (has_heap_blocks(rel))
+	{
+		BlockNumber to = RelationGetNumberOfBlocks(rel);
+
+		if (to > from)
+			smgrwriteback(RelationGetSmgr(rel), MAIN_FORKNUM, from, to - from);
+	}
 	relation_close(rel, NoLock);
 }
