@@ -24,6 +24,7 @@
 #include "utils/resowner.h"
 
 #include "batch_writer.h"
+#include "guc.h"
 #include "message_check.h"
 #include "sink.h"
 #include "writeback.h"
@@ -277,8 +278,9 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	 * window, it does not close it.)
 	 */
 	bronze = RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
-	blocks_before = lh_relation_blocks(bronze);
+	blocks_before = lakehouse_bronze_writeback ? lh_relation_blocks(bronze) : 0;
 	write_good(&ws, good, ngood);
 	/* The blocks this batch added go to the disk now, not in a burst later (writeback.c). */
-	lh_writeback_grown(bronze, blocks_before);
+	if (lakehouse_bronze_writeback)
+		lh_writeback_grown(bronze, blocks_before);
 }

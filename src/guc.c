@@ -32,6 +32,7 @@ bool		lakehouse_commit_to_kafka = false;
 int			lakehouse_prefetch_memory_kb = 128 * 1024;
 int			lakehouse_silver_naptime_ms = 100;
 bool		lakehouse_silver_synchronous_commit = false;
+bool		lakehouse_bronze_writeback = true;
 int			lakehouse_test_fault = LH_FAULT_NONE;
 
 static const struct config_enum_entry test_fault_options[] = {
@@ -123,6 +124,19 @@ lakehouse_define_gucs(void)
 							 "Off: a server crash may undo the newest passes (rows and cursor together); the worker runs them again.",
 							 &lakehouse_silver_synchronous_commit,
 							 false,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
+	/*
+	 * On: the blocks a batch adds to bronze are handed to the kernel's writeback before the
+	 * batch commits (writeback.c). Off only to compare, or where that costs more than the
+	 * bursts it avoids.
+	 */
+	DefineCustomBoolVariable("lakehouse.bronze_writeback",
+							 "Whether the stream worker asks the kernel to start writing the blocks each batch adds to bronze",
+							 "Off: Linux writes them when they are dirty_expire_centisecs old, all at once.",
+							 &lakehouse_bronze_writeback,
+							 true,
 							 PGC_SIGHUP, 0,
 							 NULL, NULL, NULL);
 

@@ -20,6 +20,7 @@ extern bool lakehouse_commit_to_kafka;
 extern int	lakehouse_prefetch_memory_kb;
 extern int	lakehouse_silver_naptime_ms;
 extern bool lakehouse_silver_synchronous_commit;
+extern bool lakehouse_bronze_writeback;
 
 /* lakehouse.test_fault: faults the crash tests place on purpose (never set in production). */
 typedef enum LhTestFault

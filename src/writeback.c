@@ -6,12 +6,18 @@
  * *_flush_after settings cover pages the bgwriter, the checkpointer or a backend write out
  * of shared buffers, not this. At the stream worker's rates (tens of MB of bronze a second)
  * Linux's defaults then hold the new pages dirty for dirty_expire_centisecs (30 s) and
- * write them in one go: 0.5 GB at once was measured here, and every WAL flush queued
- * behind it (commits stalled for 1 to 2 s; benchmarks/results.md, 2026-12-02). Asking for
- * the writeback of each batch's new blocks right away spreads the same writes out. It is a
- * hint (sync_file_range's SYNC_FILE_RANGE_WRITE through smgrwriteback): nothing waits for
- * the disk, durability is unchanged (the WAL still carries it), and PostgreSQL skips it
- * when fsync is off.
+ * write them in one go: 0.5 GB at once was measured here, and the WAL flushes queued
+ * behind it stalled the stream worker's commits, and silver after them, for 1 to 2 s
+ * (benchmarks/results.md, 2026-12-02, "bronze's new pages"). Asking for the writeback of
+ * each batch's new blocks right away spreads the same writes out. It is a request, through
+ * smgrwriteback and pg_flush_data (sync_file_range's SYNC_FILE_RANGE_WRITE): it does not
+ * wait for the pages to be written, durability is unchanged (the WAL carries it), and
+ * PostgreSQL skips it when fsync is off. Like PostgreSQL's own *_flush_after writes it can
+ * wait while the disk's queue is full (the commit after it waits for that disk anyway) and
+ * an I/O error it reports follows data_sync_retry (off: a PANIC, as for those writes).
+ * Not covered: bronze's TOAST table (payloads over about 2 kB compressed) and its index,
+ * both far smaller than its heap for events of the recentchange kind.
+ * lakehouse.bronze_writeback turns it off.
  */
 #include "postgres.h"
 
