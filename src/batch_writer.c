@@ -252,6 +252,7 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	int		   *good = palloc(sizeof(int) * Max(n, 1));
 	int			ngood = 0;
 	Oid			bronze;
+	bool		writeback;
 	BlockNumber blocks_before;
 
 	for (int i = 0; i < n; i++)
@@ -278,9 +279,10 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	 * window, it does not close it.)
 	 */
 	bronze = RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
-	blocks_before = lakehouse_bronze_writeback ? lh_relation_blocks(bronze) : 0;
+	writeback = lakehouse_bronze_writeback;	/* read once: the two steps go together */
+	blocks_before = writeback ? lh_relation_blocks(bronze) : 0;
 	write_good(&ws, good, ngood);
 	/* The blocks this batch added go to the disk now, not in a burst later (writeback.c). */
-	if (lakehouse_bronze_writeback)
+	if (writeback)
 		lh_writeback_grown(bronze, blocks_before);
 }

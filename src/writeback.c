@@ -4,7 +4,7 @@
  * PostgreSQL 15 extends a table one block at a time by writing a page of zeros into the
  * kernel's page cache, and nothing asks for those pages to reach the disk: the
  * *_flush_after settings cover pages the bgwriter, the checkpointer or a backend write out
- * of shared buffers, not this. At the stream worker's rates (tens of MB of bronze a second)
+ * of shared buffers, not this. At the stream worker's rates (over 15 MB of bronze a second)
  * Linux's defaults then hold the new pages dirty for dirty_expire_centisecs (30 s) and
  * write them in one go: 0.5 GB at once was measured here, and the WAL flushes queued
  * behind it stalled the stream worker's commits, and silver after them, for 1 to 2 s

@@ -2,8 +2,8 @@
 # dirty in the page cache for Linux's dirty_expire_centisecs (30 s by default) and then
 # written in one burst that stalls the WAL flushes queued behind it (src/writeback.c;
 # benchmarks/results.md, 2026-12-02). Observed with cachestat(2) (Linux 6.5 or later;
-# skipped on older kernels, in containers that refuse the call, and on tmpfs): two streams
-# write some 15 MB of bronze each, the first with lakehouse.bronze_writeback off (the
+# skipped on older kernels, in containers that refuse the call, on tmpfs, and where the
+# page cache cannot be seen): two streams write about 20 MB of bronze each, the first with lakehouse.bronze_writeback off (the
 # control: its pages must still be dirty, or the kernel writes new pages out by itself here
 # and the check proves nothing, and the test fails as inconclusive), the second, later,
 # with it on: few of its pages may still be dirty. The kernel's own writeback takes the
@@ -45,8 +45,11 @@ my $probe = "$PostgreSQL::Test::Utils::tmp_check/writeback_probe";
 	print $fh "x" x 4096;
 	close $fh;
 }
+my $probe_state = page_cache_state($probe);
 plan skip_all => 'this kernel has no cachestat(2) (Linux 6.5 or later), or refuses it: dirty pages cannot be counted'
-  unless defined page_cache_state($probe);
+  unless defined $probe_state;
+plan skip_all => 'cachestat(2) sees no page of a file just written here: the page cache cannot be observed'
+  unless $probe_state->{cached} > 0;
 chomp(my $fs = `stat -f -c %T $probe`);
 unlink $probe;
 plan skip_all => "the test's folder is on $fs: its pages are never written back"
@@ -59,7 +62,7 @@ my $kafka_dir = lh_kafka_dir();
 my $node = lh_node('writeback', conf => "fsync = on\nlakehouse.bronze_writeback = off\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 
-# Publishes about 15 MB of events to a new stream's topic and waits until bronze has them
+# Publishes about 20 MB of events to a new stream's topic and waits until bronze has them
 # all. Returns bronze's file.
 my $events = 12_000;
 sub fill_stream
@@ -76,7 +79,7 @@ sub fill_stream
 		lh_publish($brokers, $topic,
 			[ map { [ 0, undef, lh_event($stream, $_) ] } ($part * $events / 3 + 1) .. (($part + 1) * $events / 3) ]);
 	}
-	# Waits on the offsets, not on bronze: a scan of bronze would set hint bits on its pages.
+	# Waits on the offsets: bronze itself is not read before its pages are counted.
 	ok(lh_wait_caught_up($node, $stream, $topic), "$stream: every event is in bronze");
 	return ($topic, $node->data_dir . '/' . $node->safe_psql('postgres', qq{SELECT pg_relation_filepath('bronze.$stream')}));
 }
@@ -98,13 +101,13 @@ note(sprintf('writeback off: %d pages cached, %d dirty, %d under writeback; on: 
 		$off->{cached}, $off->{dirty}, $off->{writeback}, $on->{cached}, $on->{dirty}, $on->{writeback}, $elapsed, $expire_s, $page_bytes));
 
 # Preconditions, or the check below cannot tell the request from the kernel's own writeback.
+# (No bound on the time taken: the kernel writes the oldest dirty pages first, so while
+# the first stream's pages are still dirty the second stream's were not written by it.)
 my $inconclusive;
-$inconclusive = sprintf('bronze took %d of its pages in the page cache (%d bytes each): too few to judge', $on->{cached}, $page_bytes)
+$inconclusive = sprintf('bronze has %d of its pages in the page cache (%d bytes each): too few to judge', $on->{cached}, $page_bytes)
   if $on->{cached} * $page_bytes < 8 << 20 || $off->{cached} * $page_bytes < 8 << 20;
-$inconclusive = sprintf('with lakehouse.bronze_writeback off, %d of bronze\'s %d cached pages are dirty: the kernel writes new pages out by itself here (vm.dirty_background_* set low?)', $off->{dirty}, $off->{cached})
+$inconclusive = sprintf('with lakehouse.bronze_writeback off, %d of bronze\'s %d cached pages are dirty: either the kernel writes new pages out by itself here (vm.dirty_background_* set low?) or the setting did not reach the stream worker', $off->{dirty}, $off->{cached})
   if !defined $inconclusive && $off->{dirty} < 0.5 * $off->{cached};
-$inconclusive = sprintf('the two streams took %.0f s, longer than the kernel keeps pages dirty (%.0f s)', $elapsed, $expire_s)
-  if !defined $inconclusive && $elapsed > 0.8 * $expire_s;
 ok(!defined $inconclusive, 'with the setting off, bronze\'s new pages stay dirty (the control)')
   or diag("inconclusive: $inconclusive");
 
