@@ -24,7 +24,6 @@
 #include "utils/resowner.h"
 
 #include "batch_writer.h"
-#include "guc.h"
 #include "message_check.h"
 #include "sink.h"
 #include "writeback.h"
@@ -252,8 +251,7 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	int		   *good = palloc(sizeof(int) * Max(n, 1));
 	int			ngood = 0;
 	Oid			bronze;
-	bool		writeback;
-	BlockNumber blocks_before;
+	BlockNumber new_blocks_from;
 
 	for (int i = 0; i < n; i++)
 	{
@@ -279,10 +277,8 @@ lh_write_batch(LhBatch *batch, rd_kafka_message_t **msgs, int n, size_t max_byte
 	 * window, it does not close it.)
 	 */
 	bronze = RangeVarGetRelid(makeRangeVar("bronze", ws.batch->st->name, -1), RowExclusiveLock, false);
-	writeback = lakehouse_bronze_writeback;	/* read once: the two steps go together */
-	blocks_before = writeback ? lh_relation_blocks(bronze) : 0;
+	new_blocks_from = lh_writeback_mark(bronze);
 	write_good(&ws, good, ngood);
 	/* The blocks this batch added go to the disk now, not in a burst later (writeback.c). */
-	if (writeback)
-		lh_writeback_grown(bronze, blocks_before);
+	lh_writeback_grown(bronze, new_blocks_from);
 }

@@ -28,6 +28,7 @@
 #include "storage/smgr.h"
 #include "utils/rel.h"
 
+#include "guc.h"
 #include "writeback.h"
 
 /*
@@ -41,30 +42,38 @@ has_heap_blocks(Relation rel)
 	return rel->rd_rel->relkind == RELKIND_RELATION && rel->rd_rel->relam == HEAP_TABLE_AM_OID;
 }
 
-/* The table's size in blocks (main fork), 0 for a table without heap blocks; the caller
- * holds a lock on it. */
+/*
+ * Before a batch writes: the table's size in blocks, where its new blocks will start, or
+ * InvalidBlockNumber when there is nothing to ask for (lakehouse.bronze_writeback off, or
+ * no heap blocks). The caller holds a lock on the table until lh_writeback_grown().
+ */
 BlockNumber
-lh_relation_blocks(Oid relid)
+lh_writeback_mark(Oid relid)
 {
-	Relation	rel = relation_open(relid, NoLock);
-	BlockNumber n = has_heap_blocks(rel) ? RelationGetNumberOfBlocks(rel) : 0;
+	Relation	rel;
+	BlockNumber n = InvalidBlockNumber;
 
+	if (!lakehouse_bronze_writeback)
+		return InvalidBlockNumber;
+	rel = relation_open(relid, NoLock);
+	if (has_heap_blocks(rel))
+		n = RelationGetNumberOfBlocks(rel);
 	relation_close(rel, NoLock);
 	return n;
 }
 
-/* Starts the writeback of the table's blocks from `from` to its end; the caller holds a lock. */
+/* After it: starts the writeback of the table's blocks from `from` (the mark) to its end. */
 void
 lh_writeback_grown(Oid relid, BlockNumber from)
 {
-	Relation	rel = relation_open(relid, NoLock);
+	Relation	rel;
+	BlockNumber to;
 
-	if (has_heap_blocks(rel))
-	{
-		BlockNumber to = RelationGetNumberOfBlocks(rel);
-
-		if (to > from)
-			smgrwriteback(RelationGetSmgr(rel), MAIN_FORKNUM, from, to - from);
-	}
+	if (from == InvalidBlockNumber)
+		return;
+	rel = relation_open(relid, NoLock);
+	to = RelationGetNumberOfBlocks(rel);
+	if (to > from)
+		smgrwriteback(RelationGetSmgr(rel), MAIN_FORKNUM, from, to - from);
 	relation_close(rel, NoLock);
 }

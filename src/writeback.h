@@ -8,7 +8,7 @@
 #include "postgres.h"
 #include "storage/block.h"
 
-extern BlockNumber lh_relation_blocks(Oid relid);
+extern BlockNumber lh_writeback_mark(Oid relid);
 extern void lh_writeback_grown(Oid relid, BlockNumber from);
 
 #endif
