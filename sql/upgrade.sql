@@ -218,13 +218,26 @@ SELECT has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS publi
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads;
 -- The pipeline's own tables and view as the update left them, to compare with a fresh
 -- pipeline's below (gold_page_hour's indexes and constraints changed in 0.7.0, the view in
--- 0.4.0 and 0.7.0, editor_sessions', gold_editor_day's and gold_minute's indexes in 0.8.0).
+-- 0.4.0, 0.7.0 and 0.11.0, editor_sessions', gold_editor_day's and gold_minute's indexes in
+-- 0.8.0, gold_page_hour_unnamed and gold_hour_wiki's statistics came in 0.11.0). A
+-- statistics object is compared with its owner and whether it is the extension's (it must
+-- not be: the pipeline's objects are its own).
+CREATE FUNCTION pg_temp.statistics_object(stx oid) RETURNS text LANGUAGE sql AS $$
+  SELECT format('%s, owner %s, owner of its table %s, in the extension %s', pg_get_statisticsobjdef(x.oid), x.stxowner::regrole,
+                c.relowner::regrole, EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_statistic_ext'::regclass
+                                                                    AND d.objid = x.oid AND d.deptype = 'e'))
+    FROM pg_statistic_ext x JOIN pg_class c ON c.oid = x.stxrelid WHERE x.oid = stx
+$$;
+-- What the update made of the statistics (the comparison below says only "same").
+SELECT x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x WHERE x.stxnamespace = 'lakehouse'::regnamespace;
 CREATE TEMP TABLE pipeline_upgraded AS
   SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
    WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
   UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
   UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-   WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass);
+   WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass)
+  UNION ALL SELECT 'statistics', x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x
+   WHERE x.stxnamespace IN ('lakehouse'::regnamespace, 'silver'::regnamespace, 'gold'::regnamespace);
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
@@ -252,7 +265,9 @@ SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
      WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
     UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
     UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-     WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass)) f
+     WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass)
+    UNION ALL SELECT 'statistics', x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x
+     WHERE x.stxnamespace IN ('lakehouse'::regnamespace, 'silver'::regnamespace, 'gold'::regnamespace)) f
     ON f.kind = p.kind AND f.name = p.name
  ORDER BY 1, 2;
 SELECT lakehouse.drop_recentchange_pipeline();
