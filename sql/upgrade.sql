@@ -329,6 +329,19 @@ SELECT rows_out FROM lakehouse.refresh_silver('edits');
 SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
 SELECT user_name, edits, sessions FROM gold.editor_activity_daily ORDER BY edits DESC, user_name LIMIT 3;
 SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name = 'gold_reconciles:edits';
+-- Then to the current version, gold_hour_wiki owned by another role: the 0.11.0 update
+-- gives the statistics it adds the table's owner, and replaces gold.top_pages_hourly in
+-- place again (the user's view, the privileges and the ranks stay).
+ALTER TABLE lakehouse.gold_hour_wiki OWNER TO lakehouse_admin;
+CREATE TEMP TABLE ranks_before AS SELECT array_agg(title || ' ' || rank ORDER BY rank) AS ranks FROM gold.top_pages_hourly;
+ALTER EXTENSION lakehouse UPDATE;
+SELECT x.stxname, x.stxowner::regrole AS owner FROM pg_statistic_ext x WHERE x.stxnamespace = 'lakehouse'::regnamespace;
+SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
+SELECT (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages_hourly) = b.ranks AS same_ranks,
+       has_table_privilege('public', 'gold.top_pages_hourly', 'SELECT') AS public_reads,
+       has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads,
+       pg_get_viewdef('gold.top_pages_hourly'::regclass) LIKE '%LIMIT ( SELECT NULL::bigint AS int8)%' AS new_definition
+  FROM ranks_before b;
 DROP VIEW public.my_top_two;
 SELECT lakehouse.drop_recentchange_pipeline();
 DROP FUNCTION rc_page_batch(bigint, bigint, integer, text, text);
