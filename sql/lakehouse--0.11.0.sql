@@ -1079,7 +1079,7 @@ DECLARE
   j_cols text := '';         -- j."c", ...
   ins_cols text := '';       -- "c", ...
   key_match_s text := '';    -- s."k" = j."k" AND ...
-  key_list_j text := '';     -- , j."k", ...
+  late_cols text := '';      -- , j."c", ...
   rejects text := '';
   tcol text := pg_catalog.format('%I', t.event_time);
   query text;
@@ -1090,6 +1090,7 @@ BEGIN
                                                 CASE WHEN calc_cols = '' THEN '' ELSE ', ' END,
                                                 col.expr, col.type, col.name);
     x_cols := x_cols || pg_catalog.format(', x.%I', col.name);
+    late_cols := late_cols || pg_catalog.format(', j.%I', col.name);
     null_cols := null_cols || ', NULL';
     j_cols := j_cols || pg_catalog.format('j.%I, ', col.name);
     ins_cols := ins_cols || pg_catalog.format('%I, ', col.name);
@@ -1097,7 +1098,6 @@ BEGIN
   FOREACH k IN ARRAY t.key LOOP
     rejects := rejects || pg_catalog.format(' WHEN x.%I IS NULL THEN %L', k, 'key column ' || k || ' is null');
     key_match_s := key_match_s || pg_catalog.format(' AND s.%I = j.%I', k, k);
-    key_list_j := key_list_j || pg_catalog.format(', j.%I', k);
   END LOOP;
   rejects := rejects || pg_catalog.format(' WHEN x.%s IS NULL THEN %L', tcol, 'event time column ' || t.event_time || ' is null')
              || pg_catalog.format(' WHEN NOT pg_catalog.isfinite(x.%s) THEN ''event time '' || x.%s::text || '' is not a finite time''', tcol, tcol)
@@ -1194,6 +1194,14 @@ BEGIN
   -- judged apart: how the stream worker interleaves them in batches (a backlog read
   -- partition by partition) cannot make a row late. A late row whose key is in silver (or
   -- admitted by this pass) is a duplicate, not late.
+  -- The on-time rows go in in bronze commit order (batch, partition, offset) with ON
+  -- CONFLICT DO NOTHING: of copies within the pass the first is admitted, as a copy of a
+  -- row already in silver is dropped (an insert skips a row whose key the same statement
+  -- inserted before). The late rows are judged after that, in a statement of their own,
+  -- so that silver then holds this pass's rows too. Up to 0.10.0 a window over the pass
+  -- sorted by key numbered the copies and found the keys with an on-time row (two more
+  -- passes over every row, a fifth of a pass's time); up to 0.9.0 an anti-join of the
+  -- pass with itself (planned as a nested loop over every pair: 0.1 s for 1,000 rows).
   EXECUTE pg_catalog.format($f$
     CREATE FUNCTION %1$s(lh_rows %2$s[], lh_part_max jsonb, lh_delay interval, lh_check_late boolean,
                          lh_pass bigint, OUT n_in bigint, OUT n_filtered bigint, OUT n_invalid bigint,
@@ -1207,6 +1215,8 @@ BEGIN
     #variable_conflict use_column
     DECLARE
       lh_b timestamptz;
+      lh_valid bigint;
+      lh_late_rows %2$s[];
     BEGIN
       -- The partitions the rows need (a late row's too: at worst one empty partition more).
       FOR lh_b IN
@@ -1216,49 +1226,48 @@ BEGIN
         PERFORM lakehouse._silver_ensure_partition(%5$L, lh_b, %3$L);
       END LOOP;
 
-      WITH src AS (SELECT * FROM unnest(lh_rows)),
-      lh_before AS (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
-                   FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e),
-      valid AS (SELECT s.*, max(s.%4$s) OVER (PARTITION BY s.lh_partition ORDER BY s.lh_batch, s.lh_offset
-                                              ROWS UNBOUNDED PRECEDING) AS lh_m
-                  FROM src s WHERE s.lh_taken AND s.lh_reject IS NULL),
-      judged AS (SELECT v.*, (lh_check_late AND v.%4$s < greatest(v.lh_m, b.lh_m0) - lh_delay) AS lh_late
-                   FROM valid v LEFT JOIN lh_before b ON b.lh_p = v.lh_partition),
-      -- Copies within the pass, by key: of the on-time ones the first in bronze commit
-      -- order is the one admitted, and a late row whose key has an on-time row in the pass
-      -- is a duplicate. One sort of the pass by key, whatever the row estimates say. (Up
-      -- to 0.9.0 an anti-join of the pass with itself: planned for the two rows its
-      -- estimate over an array's filtered rows gave, it compared every pair, 0.1 s for a
-      -- pass of 1,000 rows, most of a small pass's time.)
-      ranked AS (SELECT j.*,
-                        row_number() OVER (PARTITION BY j.%4$s %9$s, j.lh_late
-                                           ORDER BY j.lh_batch, j.lh_partition, j.lh_offset) AS lh_nth,
-                        bool_or(NOT j.lh_late) OVER (PARTITION BY j.%4$s %9$s) AS lh_key_on_time
-                   FROM judged j),
+      -- taken: the rows the filter takes, valid (no reject) or not; a reject has no time
+      -- and does not move its partition's watermark.
+      WITH lh_before AS (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
+                           FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e),
+      taken AS (SELECT s.*,
+                       (s.lh_reject IS NULL AND lh_check_late
+                        AND s.%4$s < greatest(max(CASE WHEN s.lh_reject IS NULL THEN s.%4$s END)
+                                                OVER (PARTITION BY s.lh_partition ORDER BY s.lh_batch, s.lh_offset
+                                                      ROWS UNBOUNDED PRECEDING),
+                                              b.lh_m0) - lh_delay) AS lh_late
+                  FROM unnest(lh_rows) s LEFT JOIN lh_before b ON b.lh_p = s.lh_partition
+                 WHERE s.lh_taken),
       ins AS (INSERT INTO silver.%5$I (%6$s kafka_partition, kafka_offset)
-              SELECT %7$s j.lh_partition, j.lh_offset FROM ranked j
-               WHERE NOT j.lh_late AND j.lh_nth = 1
+              SELECT %7$s j.lh_partition, j.lh_offset FROM taken j
+               WHERE j.lh_reject IS NULL AND NOT j.lh_late
+               ORDER BY j.lh_batch, j.lh_partition, j.lh_offset
               ON CONFLICT DO NOTHING RETURNING %4$s AS t, kafka_partition AS p),
-      late AS (SELECT j.* FROM ranked j
-                WHERE j.lh_late AND NOT j.lh_key_on_time
-                  AND NOT EXISTS (SELECT 1 FROM silver.%5$I s WHERE s.%4$s = j.%4$s %8$s)),
-      rec_late AS (INSERT INTO lakehouse.silver_late (silver, kafka_partition, kafka_offset, event_time, pass_id)
-                   SELECT %5$L, l.lh_partition, l.lh_offset, l.%4$s, lh_pass FROM late l RETURNING 1),
       rec_rej AS (INSERT INTO lakehouse.silver_rejects (silver, kafka_partition, kafka_offset, reason, pass_id)
-                  SELECT %5$L, s.lh_partition, s.lh_offset, s.lh_reject, lh_pass FROM src s
-                   WHERE s.lh_taken AND s.lh_reject IS NOT NULL RETURNING 1)
-      SELECT (SELECT count(*) FROM src), (SELECT count(*) FROM src WHERE NOT src.lh_taken),
-             (SELECT count(*) FROM rec_rej), (SELECT count(*) FROM ins),
-             (SELECT count(*) FROM ranked) - (SELECT count(*) FROM ins) - (SELECT count(*) FROM rec_late),
-             (SELECT count(*) FROM rec_late),
-             (SELECT jsonb_object_agg(m.lh_partition, m.t) FROM (SELECT valid.lh_partition, max(valid.%4$s) AS t
-                                                                   FROM valid GROUP BY 1) m),
+                  SELECT %5$L, s.lh_partition, s.lh_offset, s.lh_reject, lh_pass FROM taken s
+                   WHERE s.lh_reject IS NOT NULL RETURNING 1)
+      SELECT (SELECT count(*) FROM taken v WHERE v.lh_reject IS NULL), (SELECT count(*) FROM rec_rej),
+             (SELECT count(*) FROM ins),
+             (SELECT array_agg(ROW(j.lh_partition, j.lh_offset, j.lh_batch, j.lh_taken, j.lh_reject%9$s)::%2$s)
+                FROM taken j WHERE j.lh_late),
+             (SELECT jsonb_object_agg(m.lh_partition, m.t) FROM (SELECT v.lh_partition, max(v.%4$s) AS t
+                                                                   FROM taken v WHERE v.lh_reject IS NULL GROUP BY 1) m),
              (SELECT jsonb_object_agg(m.p, m.t) FROM (SELECT ins.p, min(ins.t) AS t FROM ins GROUP BY 1) m),
              (SELECT min(ins.t) FROM ins)
-        INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, part_max, part_min_admitted, min_admitted;
+        INTO lh_valid, n_invalid, n_out, lh_late_rows, part_max, part_min_admitted, min_admitted;
+      n_in := coalesce(pg_catalog.cardinality(lh_rows), 0);
+      n_filtered := n_in - lh_valid - n_invalid;
+
+      -- A late row is recorded unless its key is in silver now (this pass's rows included).
+      WITH rec_late AS (INSERT INTO lakehouse.silver_late (silver, kafka_partition, kafka_offset, event_time, pass_id)
+                        SELECT %5$L, j.lh_partition, j.lh_offset, j.%4$s, lh_pass FROM unnest(lh_late_rows) j
+                         WHERE NOT EXISTS (SELECT 1 FROM silver.%5$I s WHERE s.%4$s = j.%4$s %8$s)
+                        RETURNING 1)
+      SELECT count(*) INTO n_late FROM rec_late;
+      n_dup := lh_valid - n_out - n_late;
     END $body$ $f$,
     admit_fn, rowtype, t.partition_interval, tcol, t.name, ins_cols, j_cols,
-    key_match_s, key_list_j);
+    key_match_s, late_cols);
   EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(%s[], jsonb, interval, boolean, bigint) FROM PUBLIC',
                             admit_fn, rowtype);
 END $_$;
