@@ -157,6 +157,15 @@ SELECT fake_batch(ARRAY[jsonb_set(ev(12, 0), '{meta,dt}', '"2999-01-01T00:00:00Z
 SELECT rows_in, rows_out, invalid FROM lakehouse.refresh_silver('ev');
 SELECT reason ~ 'past the future limit' AS future_reject FROM lakehouse.silver_rejects WHERE kafka_offset = (SELECT max(kafka_offset) FROM bronze.s WHERE kafka_partition = 0) AND silver = 'ev';
 
+-- Copies within a pass are admitted in bronze commit order, batch before partition: event
+-- 20 comes in partition 1 of one batch, then in partition 0 of the next, on time in both;
+-- the pass over both keeps partition 1's copy (in partition order, or in the order the
+-- pass reads the rows, partition 0's would win).
+SELECT fake_batch(ARRAY[ev(20, 4400)], ARRAY[1]);
+SELECT fake_batch(ARRAY[ev(20, 4400)], ARRAY[0]);
+SELECT rows_in, rows_out, duplicates_dropped, late_dropped FROM lakehouse.refresh_silver('ev');
+SELECT n, kafka_partition FROM silver.ev WHERE n = 20;
+
 -- A cut history (the batch under the cursor gone from stream_progress) stops the pass.
 BEGIN;
 DELETE FROM lakehouse.stream_progress WHERE batch_id = (SELECT last_batch_id FROM lakehouse.silver_tables WHERE name = 'ev');
