@@ -152,7 +152,7 @@ BEGIN
   -- inserted before). The late rows are judged after that, in a statement of their own,
   -- so that silver then holds this pass's rows too. Up to 0.10.0 a window over the pass
   -- sorted by key numbered the copies and found the keys with an on-time row (a sort and
-  -- two more passes over every row: 0.45 of 3.3 s in one instrumented pass of 100,000
+  -- two more passes over every row: 0.45 of 3.7 s in one instrumented pass of 100,000
   -- rows, about 5 % of the passes' time in a comparison without instrumentation); up to
   -- 0.9.0 an anti-join of the pass with itself (planned as a nested loop over every
   -- pair: 0.1 s for 1,000 rows).
