@@ -66,6 +66,34 @@ $(PRODUCER): $(PRODUCER_SRCS) $(PRODUCER_HDRS)
 
 SCRIPTS_built = $(PRODUCER)
 EXTRA_CLEAN += $(PRODUCER)
+
+# pg_config's bindir (/usr/lib/postgresql/15/bin on Debian) is not on a user's PATH, so
+# make install also links the producer into PRODUCER_LINK_DIR. A file there that is not a
+# link is somebody else's and is left alone (with a warning). Packagers, who put the
+# binary in /usr/bin themselves, turn the link off with PRODUCER_LINK_DIR= (empty).
+PRODUCER_LINK_DIR ?= /usr/local/bin
+PRODUCER_LINK = $(DESTDIR)$(PRODUCER_LINK_DIR)/lakehouse-producer
+
+install: install-producer-link
+uninstall: uninstall-producer-link
+.PHONY: install-producer-link uninstall-producer-link
+
+install-producer-link:
+ifneq ($(PRODUCER_LINK_DIR),)
+	@if [ -e '$(PRODUCER_LINK)' ] && [ ! -L '$(PRODUCER_LINK)' ]; then \
+	  echo "warning: $(PRODUCER_LINK) exists and is not a link: left as it is; run lakehouse-producer as $(bindir)/lakehouse-producer" >&2; \
+	else \
+	  $(MKDIR_P) '$(DESTDIR)$(PRODUCER_LINK_DIR)' && \
+	  ln -sfn '$(bindir)/lakehouse-producer' '$(PRODUCER_LINK)'; \
+	fi
+endif
+
+uninstall-producer-link:
+ifneq ($(PRODUCER_LINK_DIR),)
+	@if [ -L '$(PRODUCER_LINK)' ] && [ "$$(readlink '$(PRODUCER_LINK)')" = '$(bindir)/lakehouse-producer' ]; then \
+	  rm -f '$(PRODUCER_LINK)'; \
+	fi
+endif
 # --- lakehouse-producer (end)
 
 PG_CONFIG ?= pg_config

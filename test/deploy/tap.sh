@@ -1,0 +1,47 @@
+# test/deploy/tap.sh: a few TAP helpers for the deployment tests (sourced, not run).
+# These tests are bash because what they check is shell: packages, files, commands.
+# Each test counts its assertions and prints the plan at the end (done_testing style).
+lh_tap_n=0 lh_tap_failed=0
+
+ok() { # ok CONDITION_EXIT_CODE DESCRIPTION
+  lh_tap_n=$((lh_tap_n + 1))
+  if [ "$1" -eq 0 ]; then
+    echo "ok $lh_tap_n - $2"
+  else
+    echo "not ok $lh_tap_n - $2"
+    lh_tap_failed=$((lh_tap_failed + 1))
+  fi
+}
+
+# check DESCRIPTION COMMAND...: runs COMMAND, passes when it exits 0; its output is shown
+# as TAP comments when it fails.
+check() {
+  local what=$1 out rc; shift
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+  ok "$rc" "$what"
+  if [ "$rc" -ne 0 ]; then printf '%s\n' "$out" | tail -n 30 | sed 's/^/# /'; fi
+  return 0
+}
+
+# is GOT WANT DESCRIPTION
+is() {
+  if [ "$1" = "$2" ]; then ok 0 "$3"; else ok 1 "$3"; echo "#   got: '$1'"; echo "#  want: '$2'"; fi
+}
+
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+bail() { echo "Bail out! $*"; exit 255; }
+
+done_testing() {
+  echo "1..$lh_tap_n"
+  [ "$lh_tap_failed" -eq 0 ]
+}
+
+# A TCP port nothing listens on, from $1 up.
+free_tcp_port() {
+  local p=$1
+  while ss -ltn "sport = :$p" 2>/dev/null | grep -q LISTEN; do p=$((p + 1)); done
+  echo "$p"
+}
