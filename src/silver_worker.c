@@ -157,11 +157,27 @@ run_pass(const char *name)
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "lakehouse: silver pass");
-		if (SPI_execute_with_args("SELECT rows_in FROM lakehouse.refresh_silver($1)",
-								  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
-			elog(ERROR, "lakehouse silver worker: refresh_silver(%s) returned no row", name);
-		rows_in = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		read_rows = !isnull && rows_in > 0;
+
+		/*
+		 * The table's registry row first, without waiting: a session that holds it (a
+		 * pass of its own, perhaps in a transaction left open, a replay, a drop) would
+		 * otherwise hold up every other table's pass behind this one. Its table is
+		 * skipped this round and tried again at the next; the pass takes the same lock.
+		 */
+		if (SPI_execute_with_args("SELECT 1 FROM lakehouse.silver_tables s"
+								  " WHERE s.name OPERATOR(pg_catalog.=) $1 FOR UPDATE SKIP LOCKED",
+								  1, types, values, NULL, false, 1) != SPI_OK_SELECT)
+			elog(ERROR, "lakehouse silver worker: could not lock the registry row of \"%s\"", name);
+		if (SPI_processed == 1)
+		{
+			if (SPI_execute_with_args("SELECT rows_in FROM lakehouse.refresh_silver($1)",
+									  1, types, values, NULL, false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+				elog(ERROR, "lakehouse silver worker: refresh_silver(%s) returned no row", name);
+			rows_in = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+			read_rows = !isnull && rows_in > 0;
+		}
+		else
+			elog(DEBUG1, "lakehouse silver worker: \"%s\" is locked by another session; skipped this round", name);
 		SPI_finish();
 		PopActiveSnapshot();
 		CommitTransactionCommand();
