@@ -114,6 +114,16 @@ UPDATE lakehouse.gold_minute SET edits = edits + 1 WHERE minute = (SELECT max(mi
 SELECT * FROM checks WHERE check_name LIKE 'gold%';
 SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'gold%' ORDER BY run_id DESC LIMIT 1;
 UPDATE lakehouse.gold_minute SET edits = edits - 1 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+-- ... and its other columns (up to 0.11.0 the check compared edits, new pages and bot
+-- edits only).
+UPDATE lakehouse.gold_minute SET human_edits = human_edits + 1 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
+UPDATE lakehouse.gold_minute SET human_edits = human_edits - 1, bytes_removed = bytes_removed + 5 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
+UPDATE lakehouse.gold_minute SET bytes_removed = bytes_removed - 5, bytes_added = bytes_added + 5 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
+UPDATE lakehouse.gold_minute SET bytes_added = bytes_added - 5 WHERE minute = (SELECT max(minute) FROM lakehouse.gold_minute);
+SELECT * FROM checks WHERE check_name LIKE 'gold%';
 -- gold_reconciles: an (hour, wiki) pair lost from gold_hour_wiki (its pages would vanish
 -- from gold.top_pages_hourly), then put back.
 CREATE TEMP TABLE lost_pair AS SELECT hour, wiki FROM lakehouse.gold_hour_wiki ORDER BY hour DESC, wiki LIMIT 1;
@@ -173,6 +183,12 @@ SELECT (SELECT array_agg(batch_id ORDER BY batch_id) FROM lakehouse.stream_progr
        (SELECT min(pass_id) FROM lakehouse.silver_progress) AS first_pass_kept,
        (SELECT min(run_id) FROM lakehouse.check_results) AS first_run_kept;
 SELECT rows_in, rows_out FROM lakehouse.refresh_silver('edits');
+-- silver_passes after bronze retention: retention removes the rows of the pass just run,
+-- before the check has compared that pass with bronze. It is not compared, and says so (up
+-- to 0.11.0 the check failed, and kept failing: its position never moved on).
+UPDATE bronze.rc SET ingested_at = now() - interval '3 days';
+SELECT detail FROM lakehouse.maintain(bronze_retention => '2 days') WHERE step = 'bronze retention';
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'silver_passes%';
 -- A late row is kept by bronze retention until it is replayed.
 SELECT fake_batch(ARRAY[rc(13, -60)]);
 SELECT rows_in, late_dropped FROM lakehouse.refresh_silver('edits');

@@ -284,6 +284,17 @@ SELECT rows_in, rows_out, filtered FROM lakehouse.refresh_silver('edits');
 SELECT lakehouse.drop_recentchange_pipeline();
 DELETE FROM lakehouse.streams WHERE name = 's2';
 
+-- Late rows make no partitions: an event, then 40 more on each of the 40 days before it,
+-- in one pass. Up to 0.11.0 each late row got a partition of its own (late rows with years
+-- of scattered event times ran the lock table out, and the pass failed for good).
+SELECT declare_ev('scatter');
+SELECT fake_batch(ARRAY[ev(9000, 0)] || array_agg(ev(9000 + d, -d * 1440) ORDER BY d), array_fill(0, ARRAY[41])) > 0 AS written
+  FROM generate_series(1, 40) d;
+SELECT rows_in > 40 AS read_them, late_dropped >= 40 AS forty_late FROM lakehouse.refresh_silver('scatter');
+SELECT (SELECT count(*) FROM pg_partition_tree('silver.scatter') WHERE isleaf) AS partitions,
+       (SELECT count(DISTINCT date_trunc('day', event_time, 'UTC')) FROM silver.scatter) AS days_with_rows;
+SELECT lakehouse.drop_silver('scatter', true);
+
 -- drop_silver forgets the declaration; the data stays unless asked.
 SELECT lakehouse.drop_silver('ev_small');
 SELECT to_regclass('silver.ev_small') IS NOT NULL AS data_kept, count(*) AS declared FROM lakehouse.silver_tables WHERE name = 'ev_small';
