@@ -40,7 +40,9 @@ SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
 -- Schemas already taken by something else are a clear error, not a silent merge.
 DROP EXTENSION lakehouse;
 CREATE SCHEMA silver;
+\set VERBOSITY terse
 CREATE EXTENSION lakehouse;
+\set VERBOSITY default
 DROP SCHEMA silver;
 CREATE EXTENSION lakehouse;
 DROP ROLE regress_lakehouse_user;

@@ -206,10 +206,20 @@ SELECT lakehouse.create_silver('escape', 's',
   ARRAY[lakehouse.silver_column('id', 'text', $e$payload->>'n'$e$),
         lakehouse.silver_column('t', 'timestamptz', $e$now()); END $body$; ALTER ROLE regress_operator SUPERUSER; SELECT $body$$e$)],
   ARRAY['id'], 't');
-SELECT lakehouse.create_silver('escape', 's',
-  ARRAY[lakehouse.silver_column('id', 'text', $e$payload->>'n'$e$),
-        lakehouse.silver_column('t', 'timestamptz', $e$now())::timestamptz FROM bronze.s; ALTER ROLE regress_operator SUPERUSER; SELECT (now()$e$)],
-  ARRAY['id'], 't');
+-- (the refusal's wording differs between PostgreSQL versions: the start of the message,
+-- whether a privilege refused it, and the role afterwards)
+DO $do$
+BEGIN
+  PERFORM lakehouse.create_silver('escape', 's',
+    ARRAY[lakehouse.silver_column('id', 'text', $e$payload->>'n'$e$),
+          lakehouse.silver_column('t', 'timestamptz', $e$now())::timestamptz FROM bronze.s; ALTER ROLE regress_operator SUPERUSER; SELECT (now()$e$)],
+    ARRAY['id'], 't');
+  RAISE NOTICE 'accepted';
+EXCEPTION WHEN OTHERS THEN
+  RAISE NOTICE '%: refused by a privilege check: %', split_part(SQLERRM, ':', 1),
+    SQLERRM ~ ': (must be superuser|permission denied)';
+END $do$;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_operator';
 \set VERBOSITY default
 -- Expressions run as their owner: current_user is the declaring role, even in a pass run
 -- by the superuser.

@@ -93,10 +93,21 @@ lh_json_problem(const char *value, size_t value_len)
 {
 	JsonLexContext *lex;
 	JsonParseErrorType err;
+	char	   *problem = NULL;
 
+#if PG_VERSION_NUM >= 170000
+	/* PostgreSQL 17 takes the context to fill and owns the error text in it. */
+	JsonLexContext lex_buf;
+
+	lex = makeJsonLexContextCstringLen(&lex_buf, value, value_len, PG_UTF8, true);
+#else
 	lex = makeJsonLexContextCstringLen((char *) value, (int) value_len, PG_UTF8, true);
+#endif
 	err = pg_parse_json(lex, &nullSemAction);
 	if (err != JSON_SUCCESS)
-		return psprintf("not valid JSON: %s", json_errdetail(err, lex));
-	return NULL;
+		problem = psprintf("not valid JSON: %s", json_errdetail(err, lex));
+#if PG_VERSION_NUM >= 170000
+	freeJsonLexContext(lex);
+#endif
+	return problem;
 }

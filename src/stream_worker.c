@@ -698,6 +698,30 @@ run_stream(void)
 	}
 }
 
+/*
+ * Stops the partitions whose offsets lag the data (lh_offsets_stop_behind_data); an error
+ * doing so is reported and dropped, so that the caller still records the first one. A
+ * function of its own rather than a PG_TRY nested in the caller's PG_CATCH, whose
+ * variables the nested one would shadow (-Wshadow=compatible-local from PostgreSQL 16 on).
+ */
+static void
+stop_behind_data_or_report(StreamState *st)
+{
+	PG_TRY();
+	{
+		lh_offsets_stop_behind_data(st);
+	}
+	PG_CATCH();
+	{
+		HOLD_INTERRUPTS();
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		RESUME_INTERRUPTS();
+	}
+	PG_END_TRY();
+}
+
 void
 lakehouse_stream_main(Datum main_arg)
 {
@@ -743,21 +767,7 @@ lakehouse_stream_main(Datum main_arg)
 		 * as the write that matters most; if it fails, the state below still says why.
 		 */
 		if (edata->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && in_batch && lh_stream_lock_held)
-		{
-			PG_TRY();
-			{
-				lh_offsets_stop_behind_data(&st);
-			}
-			PG_CATCH();
-			{
-				HOLD_INTERRUPTS();
-				EmitErrorReport();
-				FlushErrorState();
-				AbortOutOfAnyTransaction();
-				RESUME_INTERRUPTS();
-			}
-			PG_END_TRY();
-		}
+			stop_behind_data_or_report(&st);
 		/*
 		 * Without the stream's lock another worker may be running it: its worker_pid and
 		 * state are that one's to write; the error still shows as last_error.
