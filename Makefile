@@ -58,11 +58,15 @@ ifeq ($(WERROR),1)
 PRODUCER_CFLAGS += -Werror
 endif
 PRODUCER_LIBS = -lrdkafka -lcurl -ljansson -lpthread
+# Packagers' flags (scripts/package passes dpkg-buildflags' hardening flags here); CFLAGS
+# itself is the server's, from PGXS.
+PRODUCER_EXTRA_CFLAGS ?=
+PRODUCER_LDFLAGS ?=
 
 all: $(PRODUCER)
 
 $(PRODUCER): $(PRODUCER_SRCS) $(PRODUCER_HDRS)
-	$(CC) $(PRODUCER_CFLAGS) -o $@ $(PRODUCER_SRCS) $(PRODUCER_LIBS)
+	$(CC) $(PRODUCER_CFLAGS) $(PRODUCER_EXTRA_CFLAGS) -o $@ $(PRODUCER_SRCS) $(PRODUCER_LDFLAGS) $(PRODUCER_LIBS)
 
 SCRIPTS_built = $(PRODUCER)
 EXTRA_CLEAN += $(PRODUCER)

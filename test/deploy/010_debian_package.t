@@ -11,29 +11,40 @@ top=$(cd "$here/../.." && pwd)
 
 [ "$(id -u)" -eq 0 ] || skip_all "installs packages: needs root"
 command -v apt-get >/dev/null || skip_all "no apt-get"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/lakehouse-deb-test.XXXXXX")
-chmod 755 "$work"
-pg=$work/pg
-restore() {
-  "$top/scripts/pg" remove "$pg" >/dev/null 2>&1 || true
-  if dpkg-query -W postgresql-15-lakehouse lakehouse-producer >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get purge -y -q postgresql-15-lakehouse lakehouse-producer >/dev/null 2>&1 || true
-  fi
-  make -s -C "$top" install >/dev/null 2>&1 || echo "# could not run make install again: run it by hand"
-  rm -rf "$work"
-}
-trap restore EXIT
+# Packages someone installed are theirs: the test would purge them.
+if dpkg-query -W -f='${db:Status-Status}\n' postgresql-15-lakehouse lakehouse-producer 2>/dev/null | grep -q '^installed'; then
+  skip_all "postgresql-15-lakehouse or lakehouse-producer is installed on this machine: not touched"
+fi
 
 version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$top/lakehouse.control")
 pkglib=$(pg_config --pkglibdir)
 share=$(pg_config --sharedir)
+work=$(mktemp -d "${TMPDIR:-/tmp}/lakehouse-deb-test.XXXXXX")
+chmod 755 "$work"
+pg=$work/pg
+# While the test runs, the extension's files come from the packages only (make uninstall
+# first): a cluster of this machine's PostgreSQL 15 other than the test's cannot load
+# lakehouse meanwhile. Run by scripts/test, on a machine that is there for it. Whatever
+# happens, the packages go and make install runs again (checked as the last test below
+# when the test gets that far).
+restore() {
+  "$top/scripts/pg" remove "$pg" >/dev/null 2>&1 || true
+  if dpkg-query -W -f='${db:Status-Status}\n' postgresql-15-lakehouse lakehouse-producer 2>/dev/null | grep -q '^installed'; then
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -q postgresql-15-lakehouse lakehouse-producer >/dev/null 2>&1 || true
+  fi
+  if [ ! -e "$pkglib/lakehouse.so" ]; then
+    make -s -C "$top" install >/dev/null 2>&1 || echo "# could not run make install again: run it by hand" >&2
+  fi
+  rm -rf "$work"
+}
+trap restore EXIT
+
 
 check "scripts/package --help" "$top/scripts/package" --help
 rc=0
 "$top/scripts/package" --out "$work/debs" >"$work/package.log" 2>&1 || rc=$?
 ok $rc "scripts/package builds"
-[ $rc -eq 0 ] || { sed 's/^/# /' "$work/package.log" | tail -n 30; bail "no package to test"; }
+[ $rc -eq 0 ] || { sed 's/^/# /' "$work/package.log" | tail -n 30; give_up "no package to test"; }
 server_deb=$work/debs/postgresql-15-lakehouse_${version}_$(dpkg --print-architecture).deb
 producer_deb=$work/debs/lakehouse-producer_${version}_$(dpkg --print-architecture).deb
 check "server package for $version built" test -f "$server_deb"
@@ -83,5 +94,7 @@ DEBIAN_FRONTEND=noninteractive apt-get purge -y -q postgresql-15-lakehouse lakeh
 ok $rc "apt-get purge removes both"
 check "purge took the files away" \
   bash -c '[ ! -e "$1/lakehouse.so" ] && [ ! -e /usr/bin/lakehouse-producer ]' _ "$pkglib"
+check "make install puts the extension back" make -s -C "$top" install
+check "and lakehouse.so is there again" test -e "$pkglib/lakehouse.so"
 
 done_testing

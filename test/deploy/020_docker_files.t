@@ -10,28 +10,38 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 . "$here/tap.sh"
 
-compose=$("$top/scripts/docker-tools" compose 2>/dev/null) || bail "could not get Docker Compose (scripts/docker-tools compose)"
-hadolint=$("$top/scripts/docker-tools" hadolint 2>/dev/null) || bail "could not get hadolint (scripts/docker-tools hadolint)"
+compose=$("$top/scripts/docker-tools" compose 2>/dev/null) || give_up "could not get Docker Compose (scripts/docker-tools compose)"
+hadolint=$("$top/scripts/docker-tools" hadolint 2>/dev/null) || give_up "could not get hadolint (scripts/docker-tools hadolint)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/lakehouse-docker-files.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 file=$top/docker/docker-compose.yml
-dc() { "$compose" -f "$file" --env-file "$top/docker/.env.example" "$@"; }
+# .env.example as a user fills it in: its two empty values given.
+{ sed -e 's/^POSTGRES_PASSWORD=$/POSTGRES_PASSWORD=s3cret-test/' \
+      -e 's/^WIKIMEDIA_USER_AGENT=$/WIKIMEDIA_USER_AGENT=lakehouse-test\/1 (test@example.invalid)/' \
+      "$top/docker/.env.example"; } >"$work/filled.env"
+dc() { env -u POSTGRES_PASSWORD -u WIKIMEDIA_USER_AGENT "$compose" -f "$file" --env-file "$work/filled.env" "$@"; }
 
-check "compose config accepts docker-compose.yml with .env.example" dc config --quiet
+check "compose config accepts docker-compose.yml with .env.example filled in" dc config --quiet
 check "compose config accepts it with --profile redpanda" dc --profile redpanda config --quiet
-# Without .env: the password is nowhere in the compose file, so config must refuse.
-rc=0
-(cd "$work" && env -u POSTGRES_PASSWORD "$compose" -f "$file" --env-file /dev/null config --quiet) >"$work/noenv.log" 2>&1 || rc=$?
-check "without .env, config refuses and names POSTGRES_PASSWORD" \
-  bash -c '[ "$1" -ne 0 ] && grep -q POSTGRES_PASSWORD "$2"' _ "$rc" "$work/noenv.log"
+# The password and the User-Agent are nowhere in the compose file, and .env.example leaves
+# them empty: config must refuse it unedited, and with no .env at all.
+for envfile in "$top/docker/.env.example" /dev/null; do
+  rc=0
+  (cd "$work" && env -u POSTGRES_PASSWORD -u WIKIMEDIA_USER_AGENT "$compose" -f "$file" --env-file "$envfile" config --quiet) \
+    >"$work/noenv.log" 2>&1 || rc=$?
+  check "with $(basename "$envfile") as .env, config refuses and names a variable to set" \
+    bash -c '[ "$1" -ne 0 ] && grep -qE "(POSTGRES_PASSWORD|WIKIMEDIA_USER_AGENT) in docker/.env" "$2"' _ "$rc" "$work/noenv.log"
+done
 check "no password written in the compose file" \
   bash -c '! grep -nE "^ *[A-Z_]*PASSWORD: *[^$ ]" "$1"' _ "$file"
 
 dc config --format json >"$work/config.json"
+dc --profile redpanda config --format json >"$work/config-redpanda.json"
 shape() {
-  python3 - "$work/config.json" "$1" <<'PY'
+  python3 - "$work/config.json" "$1" "$work/config-redpanda.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); what = sys.argv[2]; s = d["services"]
+rp = json.load(open(sys.argv[3]))["services"]
 def fail(msg): print(msg); sys.exit(1)
 if what == "ports":
     published = {n: v["ports"] for n, v in s.items() if v.get("ports")}
@@ -51,10 +61,19 @@ elif what == "order":
             "lakehouse-init": {"postgres": "service_healthy", "kafka-init": "service_completed_successfully"},
             "producer": {"kafka-init": "service_completed_successfully"}}
     for n, deps in want.items():
-        got = {k: v["condition"] for k, v in s[n].get("depends_on", {}).items()}
+        got = {k: v["condition"] for k, v in s[n].get("depends_on", {}).items() if v.get("required", True)}
         if got != deps: fail(f"{n} depends on {got}, want {deps}")
     for n in ("kafka", "postgres"):
         if "healthcheck" not in s[n]: fail(f"{n} has no healthcheck")
+    # The entrypoint's temporary server listens on the socket only: the check goes by TCP.
+    if "-h 127.0.0.1" not in " ".join(s["postgres"]["healthcheck"]["test"]): fail("postgres healthcheck not over TCP")
+    if s["lakehouse-init"].get("restart") != "on-failure": fail("lakehouse-init is not run again after a failure")
+elif what == "redpanda-order":
+    # With the profile, the topics are created on Redpanda once it runs with auto-creation off.
+    got = {k: v["condition"] for k, v in rp["kafka-init"].get("depends_on", {}).items()}
+    want = {"kafka": "service_healthy", "redpanda": "service_healthy", "redpanda-setup": "service_completed_successfully"}
+    if got != want: fail(f"kafka-init depends on {got} with --profile redpanda, want {want}")
+    if "redpanda" not in rp or "redpanda-setup" not in rp: fail("the profile has no redpanda services")
 elif what == "steps":
     if s["kafka-init"]["entrypoint"] != ["/usr/local/bin/init-kafka"]: fail("kafka-init entrypoint")
     if not any(v.get("target") == "/usr/local/bin/init-kafka" and v.get("source", "").endswith("docker/steps/init-kafka")
@@ -70,6 +89,7 @@ PY
 check "only postgres is published, on 127.0.0.1" shape ports
 check "named volumes for Postgres data, Kafka data and producer state" shape volumes
 check "health checks, and services start in order" shape order
+check "with --profile redpanda, kafka-init waits for Redpanda and its setup" shape redpanda-order
 check "services run the step scripts (kafka-init, lakehouse-init, targets)" shape steps
 
 check "hadolint finds nothing in docker/Dockerfile" "$hadolint" "$top/docker/Dockerfile"
