@@ -49,6 +49,24 @@ lh_wait_until() {
   done
 }
 
+# lh_copy_source DEST: copies the source tree into DEST: the files git knows of (tracked, or
+# new and not ignored) that exist, so no build output of the working tree (objects,
+# lakehouse.so, results) comes along; where git cannot say (no .git, or a checkout git
+# refuses to read as this user), the tree less build output.
+lh_copy_source() {
+  local dest=$1 list
+  mkdir -p "$dest"
+  list=$(mktemp)
+  if (cd "$LH_TOP" && git ls-files -z --cached --others --exclude-standard) >"$list" 2>/dev/null; then
+    (cd "$LH_TOP" && while IFS= read -r -d '' f; do if [ -e "$f" ]; then printf '%s\0' "$f"; fi; done <"$list" |
+      tar --null -T - -cf -) | tar -xf - -C "$dest" || { rm -f "$list"; return 1; }
+  else
+    tar -C "$LH_TOP" --exclude='*.o' --exclude='*.so' --exclude='*.bc' --exclude=results-regress \
+      --exclude=dist --exclude=.git -cf - . | tar -xf - -C "$dest" || { rm -f "$list"; return 1; }
+  fi
+  rm -f "$list"
+}
+
 # PostgreSQL 15's binaries, wherever Debian or a source build put them.
 lh_pg_bindir() {
   local pgc

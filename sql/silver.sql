@@ -217,7 +217,7 @@ BEGIN
   RAISE NOTICE 'accepted';
 EXCEPTION WHEN OTHERS THEN
   RAISE NOTICE '%: refused by a privilege check: %', split_part(SQLERRM, ':', 1),
-    SQLERRM ~ ': (must be superuser|permission denied)';
+    SQLERRM ~ ': (must be superuser to alter superuser roles|permission denied to alter role)';
 END $do$;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_operator';
 \set VERBOSITY default

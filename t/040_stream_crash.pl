@@ -20,7 +20,13 @@ lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
 # publisher (a batch closes as soon as librdkafka's queue runs dry), so racing one is a tie
 # that a descheduled test process loses: a kill chunk's backlog is published while the
 # worker is held back (below), and the worker works through it in 100-message batches.
-my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = 100\n"
+# LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES makes the batches smaller still, so that the backlog
+# lasts longer: scripts/test sets it for PostgreSQL 18, where the polls below answer more
+# slowly and a kill at 100 landed after the whole backlog in half the runs ("inconclusive").
+my $batch_messages = $ENV{LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES} // 100;
+die "LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES must be a whole number from 1 to 100\n"
+  unless $batch_messages =~ /^\d+$/ && $batch_messages >= 1 && $batch_messages <= 100;
+my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = $batch_messages\n"
 	  . "lakehouse.max_message_bytes = '64kB'\nrestart_after_crash = on\n");
 $node->safe_psql('postgres', 'CREATE EXTENSION lakehouse');
 

@@ -37,10 +37,9 @@ pkglib=$(pg_config --pkglibdir)
 share=$(pg_config --sharedir)
 
 # ---- builder stage: COPY . . then docker/steps/build /staging ---------------------------
-mkdir -p "$work/src"
-(cd "$top" && git ls-files -z --cached --others --exclude-standard |
-  while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) |
-  tar -xf - -C "$work/src"
+LH_PROG=030_docker_steps
+. "$top/scripts/lib.sh"
+lh_copy_source "$work/src" || give_up "could not copy the source tree"
 rc=0
 (cd "$work/src" && docker/steps/build "$work/staging") >"$work/build.log" 2>&1 || rc=$?
 ok $rc "docker/steps/build builds and stages"
