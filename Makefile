@@ -40,7 +40,7 @@ REGRESS_OPTS = --temp-config=$(REGRESS_CONF) --temp-instance=$(REGRESS_OUTDIR)/t
 	--outputdir=$(REGRESS_OUTDIR) --inputdir=$(CURDIR)
 
 # Isolation tests (specs/*.spec): what two sessions can do at once, on their own instance.
-ISOLATION = silver_concurrent
+ISOLATION = silver_concurrent pipeline_concurrent
 ISOLATION_OPTS = --temp-config=$(REGRESS_CONF) --temp-instance=$(REGRESS_OUTDIR)/tmp_instance_isolation \
 	--outputdir=$(REGRESS_OUTDIR)/isolation --inputdir=$(CURDIR)
 

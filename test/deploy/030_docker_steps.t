@@ -111,7 +111,7 @@ pgbin=$(pg_config --bindir)
 share_copy=$work/share
 cp -r "$(pg_config --sharedir)" "$share_copy"
 "$top/docker/steps/conf-snippet" --brokers "$brokers" >>"$share_copy/postgresql.conf.sample"
-pport=$(free_tcp_port 56200)
+pport=$(free_tcp_port 26200)
 mkdir -p "$work/pg"
 chown postgres "$work/pg"
 pw=test-password-$RANDOM

@@ -40,9 +40,11 @@ done_testing() {
   [ "$lh_tap_failed" -eq 0 ]
 }
 
-# A TCP port nothing listens on, from $1 up.
+# A TCP port no socket uses (listening, connected or closing), from $1 up. Callers start
+# below the kernel's ephemeral range (32768 and up on Linux): a port in it can be taken by
+# any outgoing connection between this check and the server's bind.
 free_tcp_port() {
   local p=$1
-  while ss -ltn "sport = :$p" 2>/dev/null | grep -q LISTEN; do p=$((p + 1)); done
+  while [ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; do p=$((p + 1)); done
   echo "$p"
 }
