@@ -19,11 +19,14 @@ lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
 # The worker must still be busy with a chunk when it is killed. It keeps pace with a
 # publisher (a batch closes as soon as librdkafka's queue runs dry), so racing one is a tie
 # that a descheduled test process loses: a kill chunk's backlog is published while the
-# worker is held back (below), and the worker works through it in 100-message batches.
-# LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES makes the batches smaller still, so that the backlog
-# lasts longer: scripts/test sets it for PostgreSQL 18, where the polls below answer more
-# slowly and a kill at 100 landed after the whole backlog in half the runs ("inconclusive").
-my $batch_messages = $ENV{LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES} // 100;
+# worker is held back (below), and the worker works through it in small batches.
+# Batches of 20 messages (LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES, 1 to 100, sets another size),
+# so that the backlog lasts: with 100 the server crash, which lists the server's processes
+# before it kills, now and then came after the worker had taken the whole backlog
+# ("inconclusive": on PostgreSQL 18 in about half the runs, on 15 in a CI run of
+# 2026-12-02). Kills landed 1,000 to 8,400 messages into a backlog of 11,000 (100 or 20 a
+# batch), so kill chunks are 24,000 messages (a backlog of 23,000).
+my $batch_messages = $ENV{LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES} // 20;
 die "LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES must be a whole number from 1 to 100\n"
   unless $batch_messages =~ /^\d+$/ && $batch_messages >= 1 && $batch_messages <= 100;
 my $node = lh_node('crash', conf => "lakehouse.max_batch_messages = $batch_messages\n"
@@ -42,7 +45,7 @@ my $chunks = 24;
 my $per_chunk = 1000;
 # Kill chunks are larger, so that the worker is still busy with them when it is killed:
 # all but the last $live_tail of their messages wait for the worker as a backlog.
-my $kill_chunk_size = 12000;
+my $kill_chunk_size = 24000;
 my $live_tail = 1000;
 my $poison = lh_poison_kinds();
 my @poison_kinds = sort keys %$poison;
