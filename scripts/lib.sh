@@ -49,6 +49,23 @@ lh_wait_until() {
   done
 }
 
+# lh_free_port START [SPAN]: the first port from START up such that it and the SPAN - 1
+# ports after it carry no socket at all (listening, connected or closing). Callers start
+# below the kernel's ephemeral range (32768 and up on Linux), where any outgoing connection
+# could take a port between this check and a server's bind.
+lh_free_port() {
+  local p=$1 span=${2:-1} i busy
+  while :; do
+    busy=
+    for ((i = 0; i < span; i++)); do
+      if [ -n "$(ss -Htan "sport = :$((p + i))" 2>/dev/null)" ]; then busy=1; break; fi
+    done
+    [ -n "$busy" ] || break
+    p=$((p + 1))
+  done
+  echo "$p"
+}
+
 # lh_copy_source DEST: copies the source tree into DEST: the files git knows of (tracked, or
 # new and not ignored) that exist, so no build output of the working tree (objects,
 # lakehouse.so, results) comes along; where git cannot say (no .git, or a checkout git

@@ -24,7 +24,7 @@ lh_seed();    # the kill points below; LAKEHOUSE_TEST_SEED replays a run
 # so that the backlog lasts: with 100 the server crash, which lists the server's processes
 # before it kills, now and then came after the worker had taken the whole backlog
 # ("inconclusive": on PostgreSQL 18 in about half the runs, on 15 in a CI run of
-# 2026-12-02). Kills landed 1,000 to 8,400 messages into a backlog of 11,000 (100 or 20 a
+# 2026-12-02). Kills landed 960 to 8,400 messages into a backlog of 11,000 (100 or 20 a
 # batch), so kill chunks are 24,000 messages (a backlog of 23,000).
 my $batch_messages = $ENV{LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES} // 20;
 die "LAKEHOUSE_TEST_CRASH_BATCH_MESSAGES must be a whole number from 1 to 100\n"

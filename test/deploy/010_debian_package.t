@@ -78,7 +78,7 @@ found=$(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 is "$found" /usr/bin/lakehouse-producer "lakehouse-producer found on the default PATH"
 check "lakehouse-producer --help runs" bash -c '/usr/bin/lakehouse-producer --help | grep -q "^Usage"'
 
-port=$(free_tcp_port 26100)
+port=$(lh_free_port 26100)
 rc=0
 { "$top/scripts/pg" create "$pg" --port "$port" && "$top/scripts/pg" start "$pg"; } >"$work/pg.log" 2>&1 || rc=$?
 ok $rc "a fresh cluster starts with the packaged lakehouse preloaded"

@@ -37,8 +37,6 @@ pkglib=$(pg_config --pkglibdir)
 share=$(pg_config --sharedir)
 
 # ---- builder stage: COPY . . then docker/steps/build /staging ---------------------------
-LH_PROG=030_docker_steps
-. "$top/scripts/lib.sh"
 lh_copy_source "$work/src" || give_up "could not copy the source tree"
 rc=0
 (cd "$work/src" && docker/steps/build "$work/staging") >"$work/build.log" 2>&1 || rc=$?
@@ -68,7 +66,7 @@ check "producer staged in /usr/bin and runs" "$stage/usr/bin/lakehouse-producer"
 check "no producer left in pg_config's bindir" test ! -e "$stage$(pg_config --bindir)/lakehouse-producer"
 
 # ---- kafka and kafka-init -------------------------------------------------------------------
-kport=$(free_tcp_port 21500)
+kport=$(lh_free_port 21500 2)   # the broker and its controller
 brokers=$("$top/scripts/kafka" start "$work/kafka" --port "$kport" 2>"$work/kafka-start.log" | tail -n 1)
 [ -n "$brokers" ] || { sed 's/^/# /' "$work/kafka-start.log"; give_up "scratch Kafka did not start"; }
 cat >"$work/kafka-topics.sh" <<SH
@@ -111,7 +109,7 @@ pgbin=$(pg_config --bindir)
 share_copy=$work/share
 cp -r "$(pg_config --sharedir)" "$share_copy"
 "$top/docker/steps/conf-snippet" --brokers "$brokers" >>"$share_copy/postgresql.conf.sample"
-pport=$(free_tcp_port 26200)
+pport=$(lh_free_port 26200)
 mkdir -p "$work/pg"
 chown postgres "$work/pg"
 pw=test-password-$RANDOM

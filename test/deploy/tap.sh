@@ -40,11 +40,6 @@ done_testing() {
   [ "$lh_tap_failed" -eq 0 ]
 }
 
-# A TCP port no socket uses (listening, connected or closing), from $1 up. Callers start
-# below the kernel's ephemeral range (32768 and up on Linux): a port in it can be taken by
-# any outgoing connection between this check and the server's bind.
-free_tcp_port() {
-  local p=$1
-  while [ -n "$(ss -Htan "sport = :$p" 2>/dev/null)" ]; do p=$((p + 1)); done
-  echo "$p"
-}
+# lh_free_port (free ports) and lh_copy_source (a copy of the source) come from here.
+LH_PROG=${LH_PROG:-deploy-test}
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
