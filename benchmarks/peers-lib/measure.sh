@@ -1,0 +1,105 @@
+# benchmarks/peers-lib/measure.sh: how benchmarks/peers measures (sourced by it, not run):
+# SQL on the scratch cluster, the process meter (proc_meter) around each sink, CPU between two
+# instants, peaks of memory, throughput and freshness of a Postgres sink table from commit
+# timestamps. Every sink is judged by the same definitions:
+#   rows/s     rows after the sink's first commit / (last commit - first commit): start-up
+#              (a JVM, a first poll) is left out, as it would be in a long-running service;
+#   freshness  commit time of the row (track_commit_timestamp) minus its Kafka timestamp;
+#   CPU        user + system seconds of the sink's processes and of the Postgres instance
+#              between its first and last commit, per million rows committed in between.
+
+sql() { "$PG" psql "$dir/pg" -Atq -v ON_ERROR_STOP=1 -c "$1"; }
+now() { date +%s.%N; }
+calc() { awk "BEGIN{ printf \"$1\", $2 }"; }
+
+# meter_start FILE GROUP=PID[:REGEX]...: samples the groups every 0.25 s into FILE.
+meter_pid=
+meter_start() {
+  local file=$1; shift
+  "$KIT/proc_meter" --interval 0.25 "$@" >"$file" &
+  meter_pid=$!
+}
+meter_stop() {
+  if [ -n "$meter_pid" ]; then
+    kill "$meter_pid" 2>/dev/null || true
+    wait "$meter_pid" 2>/dev/null || true
+    meter_pid=
+  fi
+}
+
+# meter_ticks FILE GROUP T: the group's cumulative CPU ticks at unix time T, interpolated
+# between the samples around it.
+meter_ticks() {
+  awk -v g="$2" -v t="$3" '
+    $2 != g { next }
+    $1 <= t { t0 = $1; c0 = $3; have0 = 1; next }
+    !have1 { t1 = $1; c1 = $3; have1 = 1 }
+    END {
+      if (!have0 && !have1) { print 0; exit }
+      if (!have0) { print c1; exit }
+      if (!have1 || t1 == t0) { print c0; exit }
+      printf "%.1f\n", c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+    }' "$1"
+}
+
+# meter_cpu_seconds FILE T0 T1 GROUP...: CPU seconds the groups used between T0 and T1.
+meter_cpu_seconds() {
+  local file=$1 t0=$2 t1=$3 total=0 g a b; shift 3
+  for g in "$@"; do
+    a=$(meter_ticks "$file" "$g" "$t0"); b=$(meter_ticks "$file" "$g" "$t1")
+    total=$(calc '%.1f' "$total + $b - $a")
+  done
+  calc '%.2f' "$total / 100"   # USER_HZ ticks
+}
+
+# meter_peak FILE FIELD GROUP...: the highest sum over the groups of a memory field
+# (4 = RssAnon, 5 = PSS, KiB) at one sample, in MiB.
+meter_peak() {
+  local file=$1 field=$2; shift 2
+  awk -v f="$field" -v gs="$*" '
+    BEGIN { n = split(gs, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+    want[$2] { sum[$1] += $f }
+    END { m = 0; for (t in sum) if (sum[t] > m) m = sum[t]; printf "%.0f\n", m / 1024 }' "$file"
+}
+
+# pg_table_stats TABLE PCOL OCOL: "rows distinct_offsets first_commit_rows t_first t_last"
+# for a Postgres sink table (commit times as unix seconds).
+pg_table_stats() {
+  sql "WITH r AS (SELECT $2 AS p, $3 AS o, pg_xact_commit_timestamp(xmin) AS ct FROM $1),
+            f AS (SELECT min(ct) AS first, max(ct) AS last FROM r)
+       SELECT (SELECT count(*) FROM r), (SELECT count(DISTINCT (p, o)) FROM r),
+              (SELECT count(*) FROM r, f WHERE r.ct = f.first),
+              extract(epoch FROM f.first), extract(epoch FROM f.last) FROM f" | tr '|' ' '
+}
+
+# pg_table_freshness TABLE TCOL T0 T1: "p50 p95 p99 max rows" of commit time minus Kafka
+# timestamp over the rows whose Kafka timestamp lies in [T0, T1).
+pg_table_freshness() {
+  sql "SELECT coalesce(round(x[1]::numeric, 3), 0), coalesce(round(x[2]::numeric, 3), 0),
+              coalesce(round(x[3]::numeric, 3), 0), coalesce(round(x[4]::numeric, 3), 0), n
+         FROM (SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99, 1.0]) WITHIN GROUP
+                        (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - $2)) AS x,
+                      count(*) AS n
+                 FROM $1 WHERE $2 >= to_timestamp($3) AND $2 < to_timestamp($4)) s" | tr '|' ' '
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND (which prints a count) every 0.5 s
+# until it prints at least the number in TARGET (a global), showing progress on a terminal;
+# fails after SECONDS without progress.
+wait_count() {
+  local what=$1 target=$2 patience=$3 got=0 last=-1 still=0; shift 3
+  while :; do
+    got=$("$@" 2>/dev/null || echo 0); got=${got:-0}
+    if [ -t 2 ]; then printf '\r%s: %s / %s' "$what" "$got" "$target" >&2; fi
+    [ "$got" -ge "$target" ] && break
+    if [ "$got" = "$last" ]; then still=$((still + 1)); else still=0; last=$got; fi
+    if [ $((still / 2)) -ge "$patience" ]; then
+      if [ -t 2 ]; then printf '\n' >&2; fi
+      lh_say "$what: stuck at $got of $target for ${patience}s"
+      return 1
+    fi
+    sleep 0.5
+  done
+  if [ -t 2 ]; then printf '\n' >&2; fi
+  lh_say "$what: $got / $target"
+}

@@ -1,0 +1,304 @@
+# benchmarks/peers-lib/sinks.sh: the sinks of benchmarks/peers (sourced by it, not run): how
+# each is prepared (venvs and jars, cached), started on a topic, counted, judged and stopped,
+# and the two phases every sink goes through (a preloaded backlog, then steady rates), and
+# the producer comparison. Uses the driver's globals (dir, brokers, pgport, postmaster, run,
+# events, rate_list, seconds, fast_trigger, max_rate) and measure.sh.
+
+PYENV= SPARKENV= sink_pid= sink_name=
+
+sinks_prepare() {
+  local s need_py=$producers need_spark=0 need_connect=0
+  for s in "${sink_list[@]}"; do
+    case "$s" in
+      python) need_py=1 ;;
+      connect) need_connect=1 ;;
+      spark*) need_spark=1 ;;
+    esac
+  done
+  # The plots need matplotlib, which lives in the Python peers' venv.
+  [ "$record" = 1 ] && need_py=1
+  if [ "$need_py" = 1 ]; then
+    lh_say "Python peers' venv (cached)"
+    PYENV=$("$KIT/python-env" | tail -n 1)
+  fi
+  if [ "$need_spark" = 1 ]; then
+    lh_say "Spark's venv and jars (cached)"
+    SPARKENV=$("$KIT/spark/spark-env" | tail -n 1)
+  fi
+  if [ "$need_connect" = 1 ]; then
+    lh_say "Kafka Connect and the Debezium JDBC sink (cached)"
+    "$KIT/connect/connect-fetch" >/dev/null
+  fi
+}
+
+# The peers' pinned versions, for the results.
+sinks_versions() {
+  local v=()
+  [ -n "$PYENV" ] && v+=("Python $("$PYENV/bin/python" -c 'import sys; print(sys.version.split()[0])'), $(grep -v '^#' "$KIT/requirements-python.txt" | grep . | tr '\n' ' ' | sed 's/ $//')")
+  [ -n "$SPARKENV" ] && v+=("$(grep -v '^#' "$KIT/spark/requirements.txt" | grep . | tr '\n' ' ' | sed 's/ $//') with spark-sql-kafka-0-10_2.13 4.2.0, local[2]")
+  for s in "${sink_list[@]}"; do [ "$s" = connect ] && v+=("Kafka Connect 4.1.1 standalone, debezium-connector-jdbc 3.5.0.Final"); done
+  local IFS=';'; echo "${v[*]}"
+}
+
+# Per sink: the table (Postgres sinks) or folder (Spark) for a tag, and its columns.
+sink_uses_pg() { case "$1" in spark*) return 1 ;; *) return 0 ;; esac; }
+sink_table() {
+  case "$1" in
+    lakehouse) echo "bronze.$2" ;;
+    python) echo "public.$2" ;;
+    connect) echo "public.$2" ;;
+  esac
+}
+sink_cols() { echo "kafka_partition kafka_offset kafka_timestamp"; }
+sink_trigger() { case "$1" in spark10) echo 10 ;; sparkfast) echo "$fast_trigger" ;; *) echo 0 ;; esac; }
+
+# sink_start SINK TOPIC TAG: starts the sink on TOPIC, writing to what TAG names; sets
+# sink_pid to its root process (for the meter) when it has one of its own.
+sink_start() {
+  local s=$1 topic=$2 tag=$3 log="$dir/logs/$3.log"
+  mkdir -p "$dir/logs"
+  sink_name=$s sink_pid=
+  case "$s" in
+    lakehouse)
+      sql "SELECT lakehouse.create_stream('$tag', '$topic')" >/dev/null ;;
+    python)
+      setsid "$PYENV/bin/python" "$KIT/python_sink.py" --brokers "$brokers" --topic "$topic" \
+        --dsn "host=$dir/pg port=$pgport user=postgres dbname=postgres" --table "$tag" \
+        --group "$tag" >"$log" 2>&1 &
+      sink_pid=$! ;;
+    connect)
+      sql "$(sed "s/@TABLE@/$tag/g" "$KIT/connect/create-table.sql")"
+      setsid "$KIT/connect/connect-run" --brokers "$brokers" --topic "$topic" \
+        --jdbc-url "jdbc:postgresql://127.0.0.1:$pgport/postgres" --user postgres \
+        --table "$tag" --dir "$dir/connect/$tag" --rest-port "$(lh_free_port 21200)" >"$log" 2>&1 &
+      sink_pid=$! ;;
+    spark10|sparkfast)
+      mkdir -p "$dir/spark/$tag"
+      setsid "$SPARKENV/bin/python" "$KIT/spark/spark_sink.py" --brokers "$brokers" --topic "$topic" \
+        --out "$dir/spark/$tag/out" --checkpoint "$dir/spark/$tag/checkpoint" \
+        --trigger-seconds "$(sink_trigger "$s")" >"$log" 2>&1 &
+      sink_pid=$! ;;
+  esac
+}
+
+# The meter's groups for the running sink: "sink" (its own processes) and "pg" (the
+# Postgres instance, which also holds lakehouse's worker).
+sink_meter_groups() {
+  case "$sink_name" in
+    lakehouse) echo "sink=$postmaster:lakehouse pg=$postmaster" ;;
+    spark*) echo "sink=$sink_pid" ;;
+    *) echo "sink=$sink_pid pg=$postmaster" ;;
+  esac
+}
+# Groups whose CPU and memory count as the system's (lakehouse's worker is inside pg).
+sink_system_groups() {
+  case "$1" in lakehouse) echo pg ;; spark*) echo sink ;; *) echo "sink pg" ;; esac
+}
+
+sink_stop() {
+  local s=$sink_name tag=$1
+  case "$s" in
+    lakehouse) sql "SELECT lakehouse.stop_stream('$tag')" >/dev/null ;;
+    *)
+      if [ -n "$sink_pid" ] && kill -0 "$sink_pid" 2>/dev/null; then
+        kill -TERM -- "-$sink_pid" 2>/dev/null || true
+        local i
+        for i in $(seq 1 60); do kill -0 "$sink_pid" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL -- "-$sink_pid" 2>/dev/null || true
+        wait "$sink_pid" 2>/dev/null || true
+      fi ;;
+  esac
+  sink_pid= sink_name=
+}
+peer_stop_all() { meter_stop; [ -n "$sink_name" ] && sink_stop "${sink_tag:-}" 2>/dev/null; return 0; }
+
+# sink_rows SINK TAG: rows visible so far.
+sink_rows() {
+  case "$1" in
+    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" --field rows ;;
+    *) sql "SELECT count(*) FROM $(sink_table "$1" "$2")" ;;
+  esac
+}
+
+# sink_stats SINK TAG: "rows distinct first_commit_rows t_first t_last".
+sink_stats() {
+  local cols
+  case "$1" in
+    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" --field stats ;;
+    *) read -r -a cols <<<"$(sink_cols "$1")"
+       pg_table_stats "$(sink_table "$1" "$2")" "${cols[0]}" "${cols[1]}" ;;
+  esac
+}
+
+# sink_freshness SINK TAG T0 T1: "p50 p95 p99 max rows" for rows stamped by Kafka in [T0, T1).
+sink_freshness() {
+  local cols
+  case "$1" in
+    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" \
+              --field freshness --from "$3" --to "$4" ;;
+    *) read -r -a cols <<<"$(sink_cols "$1")"
+       pg_table_freshness "$(sink_table "$1" "$2")" "${cols[2]}" "$3" "$4" ;;
+  esac
+}
+
+sink_drop() {
+  case "$1" in
+    lakehouse) sql "SELECT lakehouse.drop_stream('$2', drop_data => true)" >/dev/null ;;
+    spark*) rm -rf "$dir/spark/$2" ;;
+    *) sql "DROP TABLE IF EXISTS $(sink_table "$1" "$2") CASCADE; DROP TABLE IF EXISTS $(sink_table "$1" "$2")_offsets" ;;
+  esac
+}
+
+# How long a sink may show no progress before it counts as stuck (a JVM's start included).
+patience() { [ "$tiny" = 1 ] && echo 120 || echo 180; }
+
+# sink_benchmark SINK: both phases for one sink in the current run; records its figures.
+sink_benchmark() {
+  local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows distinct first t0 t1
+  local rate cpu groups sys seq r t_start t_end p50 p95 p99 pmax n top
+  lh_say "--- $s: backlog of $events events"
+  sink_tag=$tag
+  sink_start "$s" backlog "$tag"
+  # shellcheck disable=SC2046
+  meter_start "$m" $(sink_meter_groups)
+  if ! wait_count "$s backlog" "$events" "$(patience)" sink_rows "$s" "$tag"; then
+    sink_stop "$tag"; meter_stop; return 1
+  fi
+  sink_stop "$tag"; meter_stop
+  read -r rows distinct first t0 t1 <<<"$(sink_stats "$s" "$tag")"
+  if [ "$rows" != "$events" ] || [ "$distinct" != "$events" ]; then
+    lh_say "$s holds $rows rows, $distinct distinct offsets, of $events events"; return 1
+  fi
+  read -r -a sys <<<"$(sink_system_groups "$s")"
+  rate=0
+  if [ "$rows" -gt "$first" ]; then
+    rate=$(calc '%.0f' "($rows - $first) / ($t1 - $t0)")
+    cpu=$(meter_cpu_seconds "$m" "$t0" "$t1" "${sys[@]}")
+    fig "$s" rows_per_s "$rate"
+    fig "$s" cpu_s_per_m "$(calc '%.1f' "$cpu / (($rows - $first) / 1000000)")"
+    lh_say "$s: $rate rows/s, CPU $cpu s over $((rows - first)) rows"
+  else
+    lh_say "$s: the whole backlog went in one commit (no rate between commits to give)"
+  fi
+  fig "$s" own_anon_mib "$(meter_peak "$m" 4 sink)"
+  fig "$s" system_pss_mib "$(meter_peak "$m" 5 "${sys[@]}")"
+  # copy_ceiling copies lakehouse's rows, then drops them.
+  if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; else sink_drop "$s" "$tag"; fi
+  sql "CHECKPOINT"
+
+  # Freshness: one sink instance, a warm-up, then each steady rate in turn on one topic;
+  # each rate's rows are those Kafka stamped during its window.
+  lh_say "--- $s: freshness at ${rate_list[*]} events/s for ${seconds}s each"
+  "$KAFKA" create-topic "$dir/kafka" "$ftag" 4 >/dev/null
+  sink_tag=$ftag
+  sink_start "$s" "$ftag" "$ftag"
+  # shellcheck disable=SC2046
+  meter_start "$m.f" $(sink_meter_groups)
+  "$PRODUCE" --brokers "$brokers" --topic "$ftag" --count 200 --start 0 >/dev/null
+  seq=200
+  if ! wait_count "$s warm-up" "$seq" "$(patience)" sink_rows "$s" "$ftag"; then
+    sink_stop "$ftag"; meter_stop; return 1
+  fi
+  local all_rates=("${rate_list[@]}")
+  top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
+  r=$(calc '%.0f' "int($rate * 0.8 / 1000) * 1000")
+  if [ "$max_rate" = 1 ] && [ "$r" -gt "$top" ]; then all_rates+=("max:$r"); fi
+  for r in "${all_rates[@]}"; do
+    local label=$r
+    r=${r#max:}
+    t_start=$(now)
+    "$PRODUCE" --brokers "$brokers" --topic "$ftag" --count $((r * seconds)) --rate "$r" --start "$seq" >/dev/null
+    t_end=$(now)
+    seq=$((seq + r * seconds))
+    if ! wait_count "$s at $r/s" "$seq" 60 sink_rows "$s" "$ftag"; then
+      sink_stop "$ftag"; meter_stop; return 1
+    fi
+    read -r p50 p95 p99 pmax n <<<"$(sink_freshness "$s" "$ftag" "$t_start" "$(calc '%.3f' "$t_end + 1")")"
+    lh_say "$s at $r events/s: freshness p50 ${p50}s p95 ${p95}s p99 ${p99}s max ${pmax}s over $n rows"
+    if [ "$n" != $((r * seconds)) ]; then
+      lh_say "$s: the $r/s window holds $n rows, expected $((r * seconds))"; sink_stop "$ftag"; meter_stop; return 1
+    fi
+    case "$label" in max:*) fig "$s" max_rate "$r" ; label=max ;; esac
+    fig "$s" "fresh_${label}_p50" "$p50"; fig "$s" "fresh_${label}_p95" "$p95"
+    fig "$s" "fresh_${label}_p99" "$p99"; fig "$s" "fresh_${label}_max" "$pmax"
+    sleep 1
+  done
+  sink_stop "$ftag"; meter_stop
+  read -r rows distinct first t0 t1 <<<"$(sink_stats "$s" "$ftag")"
+  if [ "$rows" != "$seq" ] || [ "$distinct" != "$seq" ]; then
+    lh_say "$s holds $rows rows, $distinct distinct offsets, of $seq events"; return 1
+  fi
+  # Memory over both phases: the higher peak.
+  fig "$s" own_anon_mib "$(meter_peak "$m.f" 4 sink)"
+  fig "$s" system_pss_mib "$(meter_peak "$m.f" 5 "${sys[@]}")"
+  sink_drop "$s" "$ftag"
+}
+
+# The ceiling: lakehouse's bronze rows of this run, COPY (binary) into an identical table.
+copy_ceiling() {
+  local src=bronze.${lakehouse_tag:-} t0 t1 rows m="$dir/meter-copy-$run"
+  [ -n "${lakehouse_tag:-}" ] || { fail "copy needs the lakehouse sink earlier in --sinks"; return 0; }
+  lh_say "--- copy: binary COPY of lakehouse's $events bronze rows into an identical table"
+  sql "COPY $src (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) TO '$dir/bronze.bin' (FORMAT binary)"
+  sql "CREATE TABLE public.copy_ceiling (LIKE $src INCLUDING ALL)"
+  sql "CHECKPOINT"
+  meter_start "$m" "pg=$postmaster"
+  t0=$(now)
+  sql "COPY public.copy_ceiling (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) FROM '$dir/bronze.bin' (FORMAT binary)"
+  t1=$(now)
+  sleep 0.3; meter_stop
+  rows=$(sql "SELECT count(*) FROM public.copy_ceiling")
+  fig copy rows_per_s "$(calc '%.0f' "$rows / ($t1 - $t0)")"
+  fig copy cpu_s_per_m "$(calc '%.1f' "$(meter_cpu_seconds "$m" "$t0" "$t1" pg) / ($rows / 1000000)")"
+  lh_say "copy: $rows rows in $(calc '%.2f' "$t1 - $t0") s"
+  sql "DROP TABLE public.copy_ceiling"
+  sink_drop lakehouse "$lakehouse_tag"; lakehouse_tag=
+  rm -f "$dir/bronze.bin"
+  sql "CHECKPOINT"
+}
+
+# topic_messages TOPIC: messages in a topic (the sum of its partitions' end offsets).
+topic_messages() {
+  "$KAFKA" tool "$dir/kafka" org.apache.kafka.tools.GetOffsetShell --bootstrap-server "$brokers" \
+    --topic "$1" 2>/dev/null | awk -F: '$1 == t {s += $NF} END {print s + 0}' t="$1"
+}
+
+# The producers: the same generated file, each into its own topic (4 partitions, a DLQ).
+producer_benchmark() {
+  local file="$dir/events.jsonl" t m pid t0 t1 cpu who n dead
+  if [ ! -f "$file" ]; then
+    lh_say "generating $events recentchange events for the producers"
+    "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
+  fi
+  for who in lakehouse-producer python-producer; do
+    t="prod_${who%%-*}_$run"
+    "$KAFKA" create-topic "$dir/kafka" "$t" 4 >/dev/null
+    "$KAFKA" create-topic "$dir/kafka" "$t.dlq" 1 >/dev/null
+    m="$dir/meter-$who-$run"
+    lh_say "--- $who: $events events from a file, validated"
+    t0=$(now)
+    if [ "$who" = lakehouse-producer ]; then
+      "$PRODUCER" --brokers "$brokers" --topic "$t" --dlq-topic "$t.dlq" --file "$file" --quiet \
+        >"$dir/logs/$who-$run.log" 2>&1 &
+    else
+      "$PYENV/bin/python" "$KIT/python_producer.py" --brokers "$brokers" --topic "$t" \
+        --dlq-topic "$t.dlq" --file "$file" >"$dir/logs/$who-$run.log" 2>&1 &
+    fi
+    pid=$!
+    meter_start "$m" "prod=$pid"
+    if ! wait "$pid"; then meter_stop; lh_say "$who failed: $(tail -n 5 "$dir/logs/$who-$run.log")"; return 1; fi
+    t1=$(now)
+    sleep 0.3; meter_stop
+    cpu=$(meter_cpu_seconds "$m" "$t0" "$t1" prod)
+    # Every event is either published or dead-lettered, once.
+    n=$(topic_messages "$t"); dead=$(topic_messages "$t.dlq")
+    if [ $((n + dead)) != "$events" ]; then
+      lh_say "$who: topics $t and $t.dlq hold $n + $dead messages, expected $events"; return 1
+    fi
+    fig "$who" dead_lettered "$dead"
+    fig "$who" events_per_s "$(calc '%.0f' "$events / ($t1 - $t0)")"
+    fig "$who" cpu_s_per_m "$(calc '%.1f' "$cpu / ($events / 1000000)")"
+    fig "$who" own_anon_mib "$(meter_peak "$m" 4 prod)"
+    lh_say "$who: $(calc '%.0f' "$events / ($t1 - $t0)") events/s, CPU $cpu s"
+  done
+}
