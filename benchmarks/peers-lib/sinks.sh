@@ -76,7 +76,7 @@ sink_start() {
       mkdir -p "$dir/spark/$tag"
       setsid "$SPARKENV/bin/python" "$KIT/spark/spark_sink.py" --brokers "$brokers" --topic "$topic" \
         --out "$dir/spark/$tag/out" --checkpoint "$dir/spark/$tag/checkpoint" \
-        --trigger-seconds "$(sink_trigger "$s")" >"$log" 2>&1 &
+        --trigger-seconds "$(sink_trigger "$s")" --progress "$dir/spark/$tag/progress" >"$log" 2>&1 &
       sink_pid=$! ;;
   esac
 }
@@ -101,7 +101,10 @@ sink_stop() {
     lakehouse) sql "SELECT lakehouse.stop_stream('$tag')" >/dev/null ;;
     *)
       if [ -n "$sink_pid" ] && kill -0 "$sink_pid" 2>/dev/null; then
-        kill -TERM -- "-$sink_pid" 2>/dev/null || true
+        # Spark: the Python driver only (it stops the query, then its JVM); a signal to the
+        # whole group would stop the JVM mid-batch. Others: the whole group.
+        case "$s" in spark*) kill -TERM "$sink_pid" 2>/dev/null || true ;;
+                     *) kill -TERM -- "-$sink_pid" 2>/dev/null || true ;; esac
         local i
         for i in $(seq 1 60); do kill -0 "$sink_pid" 2>/dev/null || break; sleep 0.5; done
         kill -KILL -- "-$sink_pid" 2>/dev/null || true
@@ -112,19 +115,33 @@ sink_stop() {
 }
 peer_stop_all() { meter_stop; [ -n "$sink_name" ] && sink_stop "${sink_tag:-}" 2>/dev/null; return 0; }
 
-# sink_rows SINK TAG: rows visible so far.
+# sink_rows SINK TAG: rows visible so far, cheaply (it is polled while the sink works, on
+# the same cores): a Postgres table's highest offset per partition through its primary key
+# (offsets start at 0; the exactly-once check counts every row once the sink has stopped),
+# Spark's row count from its progress reports.
 sink_rows() {
+  local cols
   case "$1" in
-    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" --field rows ;;
-    *) sql "SELECT count(*) FROM $(sink_table "$1" "$2")" ;;
+    spark*) cat "$dir/spark/$2/progress" 2>/dev/null || echo 0 ;;
+    *) read -r -a cols <<<"$(sink_cols "$1")"
+       sql "SELECT coalesce(sum(m + 1), 0) FROM (SELECT (SELECT max(${cols[1]}) FROM $(sink_table "$1" "$2")
+              WHERE ${cols[0]} = p) AS m FROM generate_series(0, 3) AS p) s" ;;
   esac
 }
+
+# spark_json TAG [ARGS]: spark_measure.py's report on a Spark sink's output folder.
+spark_json() {
+  local tag=$1; shift
+  "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" "$dir/spark/$tag/out" "$@"
+}
+# json_get EXPRESSION: reads JSON on stdin and prints the Python expression over it (j).
+json_get() { "$SPARKENV/bin/python" -c "import json, sys; j = json.load(sys.stdin); print($1)"; }
 
 # sink_stats SINK TAG: "rows distinct first_commit_rows t_first t_last".
 sink_stats() {
   local cols
   case "$1" in
-    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" --field stats ;;
+    spark*) spark_json "$2" | json_get '" ".join(str(x) for x in (j["total_rows"], j["distinct_partition_offsets"], j["batches"][0]["rows"] if j["batches"] else 0, j.get("first_commit", 0), j.get("last_commit", 0)))' ;;
     *) read -r -a cols <<<"$(sink_cols "$1")"
        pg_table_stats "$(sink_table "$1" "$2")" "${cols[0]}" "${cols[1]}" ;;
   esac
@@ -134,8 +151,8 @@ sink_stats() {
 sink_freshness() {
   local cols
   case "$1" in
-    spark*) "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" --out "$dir/spark/$2/out" \
-              --field freshness --from "$3" --to "$4" ;;
+    spark*) spark_json "$2" --from "$3" --to "$4" --no-batches |
+              json_get '" ".join("%.3f" % (j["freshness_s"][k] or 0) for k in ("p50", "p95", "p99", "max")) + " " + str(j["freshness_s"]["rows"])' ;;
     *) read -r -a cols <<<"$(sink_cols "$1")"
        pg_table_freshness "$(sink_table "$1" "$2")" "${cols[2]}" "$3" "$4" ;;
   esac
