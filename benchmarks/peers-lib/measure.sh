@@ -52,14 +52,24 @@ meter_cpu_seconds() {
   calc '%.2f' "$total / 100"   # USER_HZ ticks
 }
 
-# meter_peak FILE FIELD GROUP...: the highest sum over the groups of a memory field
-# (4 = RssAnon, 5 = PSS, KiB) at one sample, in MiB.
-meter_peak() {
-  local file=$1 field=$2; shift 2
-  awk -v f="$field" -v gs="$*" '
+# meter_peak_anon FILE GROUP...: the highest sum over the groups of private anonymous
+# memory (RssAnon) at one sample, in MiB.
+meter_peak_anon() {
+  local file=$1; shift
+  awk -v gs="$*" '
     BEGIN { n = split(gs, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-    want[$2] { sum[$1] += $f }
+    want[$2] { sum[$1] += $4 }
     END { m = 0; for (t in sum) if (sum[t] > m) m = sum[t]; printf "%.0f\n", m / 1024 }' "$file"
+}
+
+# meter_peak_system FILE GROUP...: the highest memory of the groups together at one sample,
+# in MiB: their private memory plus the shared memory (Postgres's shared_buffers) once.
+meter_peak_system() {
+  local file=$1; shift
+  awk -v gs="$*" '
+    BEGIN { n = split(gs, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
+    want[$2] { sum[$1] += $4; if ($5 > sh[$1]) sh[$1] = $5 }
+    END { m = 0; for (t in sum) if (sum[t] + sh[t] > m) m = sum[t] + sh[t]; printf "%.0f\n", m / 1024 }' "$file"
 }
 
 # pg_table_stats TABLE PCOL OCOL: "rows distinct_offsets first_commit_rows t_first t_last"

@@ -63,7 +63,7 @@ def tables(fig, out):
     sinks = [s for s in SINKS if s in fig]
     w = out.write
     w("| sink | rows/s from the backlog | lakehouse / sink (same run) | CPU s per million rows "
-      "| sink CPU / lakehouse CPU | own private memory, peak MiB | whole system PSS, peak MiB |\n")
+      "| sink CPU / lakehouse CPU | own private memory, peak MiB | whole system, peak MiB |\n")
     w("|---|---|---|---|---|---|---|\n")
     for s in sinks:
         f = fig[s]
@@ -71,7 +71,7 @@ def tables(fig, out):
         cpu_ratio = "" if s == "lakehouse" else rng(per_run_ratio(fig, s, "lakehouse", "cpu_s_per_m"), "{:.2f}")
         w(f"| {LABEL[s]} | {rng(list(f['rows_per_s'].values()))} | {ratio} "
           f"| {rng(list(f['cpu_s_per_m'].values()), '{:.1f}')} | {cpu_ratio} "
-          f"| {rng(list(f['own_anon_mib'].values()))} | {rng(list(f['system_pss_mib'].values()))} |\n")
+          f"| {rng(list(f['own_anon_mib'].values()))} | {rng(list(f['system_mib'].values()))} |\n")
     w("\n")
     rates = rates_of(fig)
     if rates:
@@ -136,10 +136,10 @@ def targets(fig, out):
             if r and rate != "max":
                 lines.append(verdict(min(r) > 1, f"freshness p95 at {int(rate):,} events/s better than {LABEL[s]} (its p95 / lakehouse's {rng(r, '{:.2f}')})"))
     for s in [j for j in JVM if j in fig and "lakehouse" in fig]:
-        r = per_run_ratio(fig, s, "lakehouse", "system_pss_mib")
+        r = per_run_ratio(fig, s, "lakehouse", "system_mib")
         o = per_run_ratio(fig, s, "lakehouse", "own_anon_mib")
         if r:
-            lines.append(verdict(min(r) > 1, f"memory below {LABEL[s]}: whole-system PSS, its / lakehouse's {rng(r, '{:.2f}')} (own private memory {rng(o, '{:.1f}')})"))
+            lines.append(verdict(min(r) > 1, f"memory below {LABEL[s]}: whole-system memory, its / lakehouse's {rng(r, '{:.2f}')} (own private memory {rng(o, '{:.1f}')})"))
     r = per_run_ratio(fig, "lakehouse-producer", "python-producer", "events_per_s")
     if r:
         lines.append(verdict(min(r) >= 4, f"lakehouse-producer >= 4x the Python producer with fastjsonschema (ratio {rng(r, '{:.2f}')})"))

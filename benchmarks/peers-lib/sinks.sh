@@ -67,7 +67,7 @@ sink_start() {
         --group "$tag" >"$log" 2>&1 &
       sink_pid=$! ;;
     connect)
-      sql "$(sed "s/@TABLE@/$tag/g" "$KIT/connect/create-table.sql")"
+      "$PG" psql "$dir/pg" -q -v ON_ERROR_STOP=1 -v "table=$tag" -f "$KIT/connect/create-table.sql"
       setsid "$KIT/connect/connect-run" --brokers "$brokers" --topic "$topic" \
         --jdbc-url "jdbc:postgresql://127.0.0.1:$pgport/postgres" --user postgres \
         --table "$tag" --dir "$dir/connect/$tag" --rest-port "$(lh_free_port 21200)" >"$log" 2>&1 &
@@ -162,7 +162,7 @@ sink_drop() {
   case "$1" in
     lakehouse) sql "SELECT lakehouse.drop_stream('$2', drop_data => true)" >/dev/null ;;
     spark*) rm -rf "$dir/spark/$2" ;;
-    *) sql "DROP TABLE IF EXISTS $(sink_table "$1" "$2") CASCADE; DROP TABLE IF EXISTS $(sink_table "$1" "$2")_offsets" ;;
+    *) sql "SET client_min_messages = warning; DROP TABLE IF EXISTS $(sink_table "$1" "$2") CASCADE; DROP TABLE IF EXISTS $(sink_table "$1" "$2")_offsets" ;;
   esac
 }
 
@@ -197,8 +197,8 @@ sink_benchmark() {
   else
     lh_say "$s: the whole backlog went in one commit (no rate between commits to give)"
   fi
-  fig "$s" own_anon_mib "$(meter_peak "$m" 4 sink)"
-  fig "$s" system_pss_mib "$(meter_peak "$m" 5 "${sys[@]}")"
+  fig "$s" own_anon_mib "$(meter_peak_anon "$m" sink)"
+  fig "$s" system_mib "$(meter_peak_system "$m" "${sys[@]}")"
   # copy_ceiling copies lakehouse's rows, then drops them.
   if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; else sink_drop "$s" "$tag"; fi
   sql "CHECKPOINT"
@@ -246,8 +246,8 @@ sink_benchmark() {
     lh_say "$s holds $rows rows, $distinct distinct offsets, of $seq events"; return 1
   fi
   # Memory over both phases: the higher peak.
-  fig "$s" own_anon_mib "$(meter_peak "$m.f" 4 sink)"
-  fig "$s" system_pss_mib "$(meter_peak "$m.f" 5 "${sys[@]}")"
+  fig "$s" own_anon_mib "$(meter_peak_anon "$m.f" sink)"
+  fig "$s" system_mib "$(meter_peak_system "$m.f" "${sys[@]}")"
   sink_drop "$s" "$ftag"
 }
 
@@ -315,7 +315,7 @@ producer_benchmark() {
     fig "$who" dead_lettered "$dead"
     fig "$who" events_per_s "$(calc '%.0f' "$events / ($t1 - $t0)")"
     fig "$who" cpu_s_per_m "$(calc '%.1f' "$cpu / ($events / 1000000)")"
-    fig "$who" own_anon_mib "$(meter_peak "$m" 4 prod)"
+    fig "$who" own_anon_mib "$(meter_peak_anon "$m" prod)"
     lh_say "$who: $(calc '%.0f' "$events / ($t1 - $t0)") events/s, CPU $cpu s"
   done
 }
