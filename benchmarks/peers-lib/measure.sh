@@ -93,16 +93,26 @@ pg_table_freshness() {
                  FROM $1 WHERE $2 >= to_timestamp($3) AND $2 < to_timestamp($4)) s" | tr '|' ' '
 }
 
-# wait_for DESCRIPTION SECONDS COMMAND...: polls COMMAND (which prints a count) every 0.5 s
-# until it prints at least the number in TARGET (a global), showing progress on a terminal;
-# fails after SECONDS without progress.
+# wait_count DESCRIPTION TARGET SECONDS COMMAND...: polls COMMAND (which prints a count)
+# every 0.5 s until it prints at least TARGET, showing progress on a terminal. Fails when the
+# count has not moved for SECONDS, when the sink's own process (sink_pid, if any) has
+# exited, or after an hour in all.
 wait_count() {
-  local what=$1 target=$2 patience=$3 got=0 last=-1 still=0; shift 3
+  local what=$1 target=$2 patience=$3 got=0 last=-1 still=0 deadline=$((SECONDS + 3600)); shift 3
   while :; do
     got=$("$@" 2>/dev/null || echo 0); got=${got:-0}
     if [ -t 2 ]; then printf '\r%s: %s / %s' "$what" "$got" "$target" >&2; fi
     [ "$got" -ge "$target" ] && break
     if [ "$got" = "$last" ]; then still=$((still + 1)); else still=0; last=$got; fi
+    if [ -n "${sink_pid:-}" ] && ! kill -0 "$sink_pid" 2>/dev/null; then
+      if [ -t 2 ]; then printf '\n' >&2; fi
+      lh_say "$what: the sink exited at $got of $target (its log: $dir/logs/)"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      lh_say "$what: still at $got of $target after an hour"
+      return 1
+    fi
     if [ $((still / 2)) -ge "$patience" ]; then
       if [ -t 2 ]; then printf '\n' >&2; fi
       lh_say "$what: stuck at $got of $target for ${patience}s"

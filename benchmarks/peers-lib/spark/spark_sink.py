@@ -72,6 +72,43 @@ def parse_args():
     return a
 
 
+def progress_file_listener():
+    """A StreamingQueryListener class that keeps the rows of the completed batches in a
+    file. Spark calls it once per batch (no polling of query.recentProgress, which would
+    cost the JVM round trips the benchmark measures)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class ProgressFile(StreamingQueryListener):
+        def __init__(self, path):
+            self.path = path
+            self.rows = 0
+            self.counted = set()
+
+        def onQueryStarted(self, event):
+            pass
+
+        def onQueryProgress(self, event):
+            p = event.progress
+            # An idle trigger reports the next batch id with no rows, and that id reports
+            # again when the batch runs: count only reports with rows, each batch once.
+            if p.numInputRows <= 0 or p.batchId in self.counted:
+                return
+            self.counted.add(p.batchId)
+            self.rows += p.numInputRows
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(f"{self.rows}\n")
+            os.replace(tmp, self.path)   # readers never see half a number
+
+        def onQueryIdle(self, event):
+            pass
+
+        def onQueryTerminated(self, event):
+            pass
+
+    return ProgressFile
+
+
 def find_jars():
     # spark-env puts the jars beside the venv's python: sys.prefix is the venv.
     jars = sorted(glob.glob(os.path.join(sys.prefix, "jars", "*.jar")))
@@ -154,6 +191,8 @@ def main():
               .outputMode("append"))
     if args.trigger_seconds > 0:
         writer = writer.trigger(processingTime=f"{int(round(args.trigger_seconds * 1000))} milliseconds")
+    if args.progress:
+        spark.streams.addListener(progress_file_listener()(args.progress))
     query = writer.start()
     say(f"query started: topic {args.topic} -> {args.out}, trigger "
         f"{args.trigger_seconds:g} s, maxOffsetsPerTrigger {args.max_offsets_per_trigger or 'none'}")
@@ -162,24 +201,9 @@ def main():
     try:
         # Short waits so the Python signal handler gets to run (it cannot while a py4j call
         # blocks the main thread).
-        counted = set()   # batch ids whose rows are in the progress file
-        rows = 0
         while not stop_requested:
             if query.awaitTermination(0.5):
                 break
-            if args.progress:
-                # An idle trigger reports the next batch id with no rows, and that id
-                # reports again when the batch runs: count only reports with rows.
-                fresh = [r for r in query.recentProgress
-                         if r.numInputRows > 0 and r.batchId not in counted]
-                if fresh:
-                    for r in fresh:
-                        counted.add(r.batchId)
-                        rows += r.numInputRows
-                    tmp = args.progress + ".tmp"
-                    with open(tmp, "w") as f:
-                        f.write(f"{rows}\n")
-                    os.replace(tmp, args.progress)   # readers never see half a number
     except Exception as e:  # the query died (StreamingQueryException) or the JVM went away
         failed = e
 
