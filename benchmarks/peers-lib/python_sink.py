@@ -91,12 +91,16 @@ def collect_batch(consumer, max_count, max_wait, stop_requested):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        # Waiting for a first message: at most 1 s per call, so a signal is noticed soon.
-        # With messages in hand: take only what is already there.
-        timeout = 0 if batch else min(remaining, 1.0)
-        msgs = consumer.consume(num_messages=max_count - len(batch), timeout=timeout)
-        if not msgs and batch:
-            break
+        if batch:
+            # With messages in hand: take only what is already there.
+            msgs = consumer.consume(num_messages=max_count - len(batch), timeout=0)
+            if not msgs:
+                break
+        else:
+            # The first message: consume() returns when it has num_messages or at the
+            # timeout, so ask for one (asking for a batch would wait out the timeout
+            # whenever traffic is light). At most 1 s per call, so a signal is noticed soon.
+            msgs = consumer.consume(num_messages=1, timeout=min(remaining, 1.0))
         for m in msgs:
             err = m.error()
             if err is not None:

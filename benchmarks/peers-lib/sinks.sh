@@ -31,12 +31,16 @@ sinks_prepare() {
   fi
 }
 
-# The peers' pinned versions, for the results.
+# The peers' pinned versions, for the results: read from the files that pin them.
+pom_prop() { sed -n "s:.*<$2>\(.*\)</$2>.*:\1:p" "$1" | head -n 1; }
+pins() { grep -vE '^(#|$)' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 sinks_versions() {
-  local v=()
-  [ -n "$PYENV" ] && v+=("Python $("$PYENV/bin/python" -c 'import sys; print(sys.version.split()[0])'), $(grep -v '^#' "$KIT/requirements-python.txt" | grep . | tr '\n' ' ' | sed 's/ $//')")
-  [ -n "$SPARKENV" ] && v+=("$(grep -v '^#' "$KIT/spark/requirements.txt" | grep . | tr '\n' ' ' | sed 's/ $//') with spark-sql-kafka-0-10_2.13 4.2.0, local[2]")
-  for s in "${sink_list[@]}"; do [ "$s" = connect ] && v+=("Kafka Connect 4.1.1 standalone, debezium-connector-jdbc 3.5.0.Final"); done
+  local v=() s
+  [ -n "$PYENV" ] && v+=("Python $("$PYENV/bin/python" -c 'import sys; print(sys.version.split()[0])'): $(pins "$KIT/requirements-python.txt")")
+  [ -n "$SPARKENV" ] && v+=("Spark: $(pins "$KIT/spark/requirements.txt"), spark-sql-kafka-0-10_2.13 $(pom_prop "$KIT/spark/pom.xml" spark.version), kafka-clients $(pom_prop "$KIT/spark/pom.xml" kafka-clients.version), local[2], maxOffsetsPerTrigger 100000")
+  for s in "${sink_list[@]}"; do
+    [ "$s" = connect ] && v+=("Kafka Connect $(pom_prop "$KIT/connect/pom.xml" connect.version) standalone, debezium-connector-jdbc $(pom_prop "$KIT/connect/pom.xml" debezium.version), batch 2000, 1 task, upsert")
+  done
   local IFS=';'; echo "${v[*]}"
 }
 
