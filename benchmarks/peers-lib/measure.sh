@@ -44,53 +44,44 @@ meter_ticks() {
 
 # meter_cpu_seconds FILE T0 T1 GROUP...: CPU seconds the groups used between T0 and T1.
 meter_cpu_seconds() {
-  local file=$1 t0=$2 t1=$3 total=0 g a b; shift 3
+  local file=$1 t0=$2 t1=$3 total=0 g; shift 3
   for g in "$@"; do
-    a=$(meter_ticks "$file" "$g" "$t0"); b=$(meter_ticks "$file" "$g" "$t1")
-    total=$(calc '%.1f' "$total + $b - $a")
+    total=$(calc '%.1f' "$total + $(meter_ticks "$file" "$g" "$t1") - $(meter_ticks "$file" "$g" "$t0")")
   done
   calc '%.2f' "$total / 100"   # USER_HZ ticks
 }
 
-# meter_peak_anon FILE GROUP...: the highest sum over the groups of private anonymous
-# memory (RssAnon) at one sample, in MiB.
-meter_peak_anon() {
-  local file=$1; shift
-  awk -v gs="$*" '
-    BEGIN { n = split(gs, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
-    want[$2] { sum[$1] += $4 }
-    END { m = 0; for (t in sum) if (sum[t] > m) m = sum[t]; printf "%.0f\n", m / 1024 }' "$file"
-}
-
-# meter_peak_system FILE GROUP...: the highest memory of the groups together at one sample,
-# in MiB: their private memory plus the shared memory (Postgres's shared_buffers) once.
-meter_peak_system() {
-  local file=$1; shift
-  awk -v gs="$*" '
+# meter_peak FILE anon|system GROUP...: the groups' highest memory at one sample, in MiB:
+# anon, their private memory (RssAnon) summed; system, that plus the shared memory
+# (Postgres's shared_buffers) once.
+meter_peak() {
+  local file=$1 what=$2; shift 2
+  awk -v gs="$*" -v shared="$([ "$what" = system ] && echo 1 || echo 0)" '
     BEGIN { n = split(gs, a, " "); for (i = 1; i <= n; i++) want[a[i]] = 1 }
     want[$2] { sum[$1] += $4; if ($5 > sh[$1]) sh[$1] = $5 }
-    END { m = 0; for (t in sum) if (sum[t] + sh[t] > m) m = sum[t] + sh[t]; printf "%.0f\n", m / 1024 }' "$file"
+    END { m = 0; for (t in sum) if (sum[t] + shared * sh[t] > m) m = sum[t] + shared * sh[t]
+          printf "%.0f\n", m / 1024 }' "$file"
 }
 
-# pg_table_stats TABLE PCOL OCOL: "rows distinct_offsets first_commit_rows t_first t_last"
-# for a Postgres sink table (commit times as unix seconds).
+# pg_table_stats TABLE: "rows first_commit_rows t_first t_last" for a Postgres sink table
+# (commit times as unix seconds). Every such table has its primary key on (kafka_partition,
+# kafka_offset), so its rows are distinct offsets: no count of distinct keys is needed.
 pg_table_stats() {
-  sql "WITH r AS (SELECT $2 AS p, $3 AS o, pg_xact_commit_timestamp(xmin) AS ct FROM $1),
+  sql "WITH r AS (SELECT pg_xact_commit_timestamp(xmin) AS ct FROM $1),
             f AS (SELECT min(ct) AS first, max(ct) AS last FROM r)
-       SELECT (SELECT count(*) FROM r), (SELECT count(DISTINCT (p, o)) FROM r),
-              (SELECT count(*) FROM r, f WHERE r.ct = f.first),
+       SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM r, f WHERE r.ct = f.first),
               extract(epoch FROM f.first), extract(epoch FROM f.last) FROM f" | tr '|' ' '
 }
 
-# pg_table_freshness TABLE TCOL T0 T1: "p50 p95 p99 max rows" of commit time minus Kafka
+# pg_table_freshness TABLE T0 T1: "p50 p95 p99 max rows" of commit time minus Kafka
 # timestamp over the rows whose Kafka timestamp lies in [T0, T1).
 pg_table_freshness() {
   sql "SELECT coalesce(round(x[1]::numeric, 3), 0), coalesce(round(x[2]::numeric, 3), 0),
               coalesce(round(x[3]::numeric, 3), 0), coalesce(round(x[4]::numeric, 3), 0), n
          FROM (SELECT percentile_cont(ARRAY[0.5, 0.95, 0.99, 1.0]) WITHIN GROUP
-                        (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - $2)) AS x,
+                        (ORDER BY extract(epoch FROM pg_xact_commit_timestamp(xmin) - kafka_timestamp)) AS x,
                       count(*) AS n
-                 FROM $1 WHERE $2 >= to_timestamp($3) AND $2 < to_timestamp($4)) s" | tr '|' ' '
+                 FROM $1 WHERE kafka_timestamp >= to_timestamp($2) AND kafka_timestamp < to_timestamp($3)) s" | tr '|' ' '
 }
 
 # wait_count DESCRIPTION TARGET SECONDS COMMAND...: polls COMMAND (which prints a count)

@@ -2,7 +2,7 @@
 # each is prepared (venvs and jars, cached), started on a topic, counted, judged and stopped,
 # and the two phases every sink goes through (a preloaded backlog, then steady rates), and
 # the producer comparison. Uses the driver's globals (dir, brokers, pgport, postmaster, run,
-# events, rate_list, seconds, fast_trigger, max_rate) and measure.sh.
+# events, partitions, rate_list, seconds, fast_trigger, max_rate) and measure.sh.
 
 PYENV= SPARKENV= sink_pid= sink_name=
 
@@ -44,16 +44,10 @@ sinks_versions() {
   local IFS=';'; echo "${v[*]}"
 }
 
-# Per sink: the table (Postgres sinks) or folder (Spark) for a tag, and its columns.
+# Per sink: the table of a Postgres sink for a tag. Every one has the columns
+# kafka_partition, kafka_offset, kafka_timestamp and payload, keyed on the first two.
 sink_uses_pg() { case "$1" in spark*) return 1 ;; *) return 0 ;; esac; }
-sink_table() {
-  case "$1" in
-    lakehouse) echo "bronze.$2" ;;
-    python) echo "public.$2" ;;
-    connect) echo "public.$2" ;;
-  esac
-}
-sink_cols() { echo "kafka_partition kafka_offset kafka_timestamp"; }
+sink_table() { case "$1" in lakehouse) echo "bronze.$2" ;; *) echo "public.$2" ;; esac; }
 sink_trigger() { case "$1" in spark10) echo 10 ;; sparkfast) echo "$fast_trigger" ;; *) echo 0 ;; esac; }
 
 # sink_start SINK TOPIC TAG: starts the sink on TOPIC, writing to what TAG names; sets
@@ -127,12 +121,10 @@ peer_stop_all() { meter_stop; if [ -n "$sink_name" ]; then sink_stop "${sink_tag
 # (offsets start at 0; the exactly-once check counts every row once the sink has stopped),
 # Spark's row count from its progress reports.
 sink_rows() {
-  local cols
   case "$1" in
     spark*) cat "$dir/spark/$2/progress" 2>/dev/null || echo 0 ;;
-    *) read -r -a cols <<<"$(sink_cols "$1")"
-       sql "SELECT coalesce(sum(m + 1), 0) FROM (SELECT (SELECT max(${cols[1]}) FROM $(sink_table "$1" "$2")
-              WHERE ${cols[0]} = p) AS m FROM generate_series(0, 3) AS p) s" ;;
+    *) sql "SELECT coalesce(sum(m + 1), 0) FROM (SELECT (SELECT max(kafka_offset) FROM $(sink_table "$1" "$2")
+              WHERE kafka_partition = p) AS m FROM generate_series(0, $((partitions - 1))) AS p) s" ;;
   esac
 }
 
@@ -141,27 +133,50 @@ spark_json() {
   local tag=$1; shift
   "$SPARKENV/bin/python" "$KIT/spark/spark_measure.py" "$dir/spark/$tag/out" "$@"
 }
+# spark_final TAG: spark_measure.py's whole report on a stopped Spark sink's output, read
+# once (the delivery check and the throughput both need it) and kept beside the output.
+spark_final() {
+  local f="$dir/spark/$1/final.json"
+  [ -s "$f" ] || spark_json "$1" >"$f"
+  cat "$f"
+}
 # json_get EXPRESSION: reads JSON on stdin and prints the Python expression over it (j).
 json_get() { "$SPARKENV/bin/python" -c "import json, sys; j = json.load(sys.stdin); print($1)"; }
 
-# sink_stats SINK TAG: "rows distinct first_commit_rows t_first t_last".
+# sink_stats SINK TAG: "rows first_commit_rows t_first t_last".
 sink_stats() {
-  local cols
   case "$1" in
-    spark*) spark_json "$2" | json_get '" ".join(str(x) for x in (j["total_rows"], j["distinct_partition_offsets"], j["batches"][0]["rows"] if j["batches"] else 0, j.get("first_commit", 0), j.get("last_commit", 0)))' ;;
-    *) read -r -a cols <<<"$(sink_cols "$1")"
-       pg_table_stats "$(sink_table "$1" "$2")" "${cols[0]}" "${cols[1]}" ;;
+    spark*) spark_final "$2" | json_get '" ".join(str(x) for x in (j["total_rows"], j["batches"][0]["rows"] if j["batches"] else 0, j.get("first_commit", 0), j.get("last_commit", 0)))' ;;
+    *) pg_table_stats "$(sink_table "$1" "$2")" ;;
   esac
+}
+
+# check_delivered SINK TAG N: the sink, stopped, holds the generator's events 0..N-1 once
+# each: N rows of N distinct offsets (Postgres: the primary key; Spark: spark_measure's
+# count), and in Postgres every payload whole with its Kafka timestamp (the payloads' "seq"
+# sum to 0 + 1 + ... + N-1).
+check_delivered() {
+  local s=$1 tag=$2 n=$3 rows distinct bad seqsum
+  if sink_uses_pg "$s"; then
+    read -r rows bad seqsum <<<"$(sql "SELECT count(*), count(*) FILTER (WHERE kafka_timestamp IS NULL OR payload IS NULL),
+                                              coalesce(sum((payload->>'seq')::bigint), 0) FROM $(sink_table "$s" "$tag")" | tr '|' ' ')"
+    distinct=$rows
+  else
+    read -r rows distinct <<<"$(spark_final "$tag" | json_get '"%d %d" % (j["total_rows"], j["distinct_partition_offsets"])')"
+    bad=0 seqsum=$((n * (n - 1) / 2))
+  fi
+  if [ "$rows" != "$n" ] || [ "$distinct" != "$n" ] || [ "$bad" != 0 ] || [ "$seqsum" != $((n * (n - 1) / 2)) ]; then
+    lh_say "$s holds $rows rows ($distinct distinct offsets, $bad without timestamp or payload, payload seq summing to $seqsum) of $n events"
+    return 1
+  fi
 }
 
 # sink_freshness SINK TAG T0 T1: "p50 p95 p99 max rows" for rows stamped by Kafka in [T0, T1).
 sink_freshness() {
-  local cols
   case "$1" in
     spark*) spark_json "$2" --from "$3" --to "$4" --no-batches |
               json_get '" ".join("%.3f" % (j["freshness_s"][k] or 0) for k in ("p50", "p95", "p99", "max")) + " " + str(j["freshness_s"]["rows"])' ;;
-    *) read -r -a cols <<<"$(sink_cols "$1")"
-       pg_table_freshness "$(sink_table "$1" "$2")" "${cols[2]}" "$3" "$4" ;;
+    *) pg_table_freshness "$(sink_table "$1" "$2")" "$3" "$4" ;;
   esac
 }
 
@@ -178,32 +193,19 @@ patience() { [ "$tiny" = 1 ] && echo 120 || echo 180; }
 
 # sink_benchmark SINK: both phases for one sink in the current run; records its figures.
 sink_benchmark() {
-  local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows distinct first t0 t1
-  local rate cpu groups sys seq r t_start t_end p50 p95 p99 pmax n top
+  local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows first t0 t1
+  local rate cpu sys seq r t_start t_end p50 p95 p99 pmax n top
+  # A failed phase stops the sink and the meter before the failure is reported.
+  abandon() { sink_stop "$1"; meter_stop; return 1; }
   lh_say "--- $s: backlog of $events events"
   sink_tag=$tag
   sink_start "$s" backlog "$tag"
   # shellcheck disable=SC2046
   meter_start "$m" $(sink_meter_groups)
-  if ! wait_count "$s backlog" "$events" "$(patience)" sink_rows "$s" "$tag"; then
-    sink_stop "$tag"; meter_stop; return 1
-  fi
+  wait_count "$s backlog" "$events" "$(patience)" sink_rows "$s" "$tag" || abandon "$tag" || return 1
   sink_stop "$tag"; meter_stop
-  read -r rows distinct first t0 t1 <<<"$(sink_stats "$s" "$tag")"
-  if [ "$rows" != "$events" ] || [ "$distinct" != "$events" ]; then
-    lh_say "$s holds $rows rows, $distinct distinct offsets, of $events events"; return 1
-  fi
-  # The rows themselves, not only their keys: every payload is there, whole, with its Kafka
-  # timestamp (the generator numbers its events 0..N-1 in "seq").
-  if sink_uses_pg "$s"; then
-    local bad seqsum
-    read -r bad seqsum <<<"$(sql "SELECT count(*) FILTER (WHERE kafka_timestamp IS NULL OR payload IS NULL),
-                                         coalesce(sum((payload->>'seq')::bigint), 0) FROM $(sink_table "$s" "$tag")" | tr '|' ' ')"
-    if [ "$bad" != 0 ] || [ "$seqsum" != $((events * (events - 1) / 2)) ]; then
-      lh_say "$s: $bad rows without timestamp or payload; the payloads' seq sum to $seqsum, expected $((events * (events - 1) / 2))"
-      return 1
-    fi
-  fi
+  check_delivered "$s" "$tag" "$events" || return 1
+  read -r rows first t0 t1 <<<"$(sink_stats "$s" "$tag")"
   read -r -a sys <<<"$(sink_system_groups "$s")"
   rate=0
   if [ "$rows" -gt "$first" ]; then
@@ -215,8 +217,8 @@ sink_benchmark() {
   else
     lh_say "$s: the whole backlog went in one commit (no rate between commits to give)"
   fi
-  fig "$s" own_anon_mib "$(meter_peak_anon "$m" sink)"
-  fig "$s" system_mib "$(meter_peak_system "$m" "${sys[@]}")"
+  fig "$s" own_anon_mib "$(meter_peak "$m" anon sink)"
+  fig "$s" system_mib "$(meter_peak "$m" system "${sys[@]}")"
   # copy_ceiling copies lakehouse's rows, then drops them.
   if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; else sink_drop "$s" "$tag"; fi
   sql "CHECKPOINT"
@@ -224,7 +226,7 @@ sink_benchmark() {
   # Freshness: one sink instance, a warm-up, then each steady rate in turn on one topic;
   # each rate's rows are those Kafka stamped during its window.
   lh_say "--- $s: freshness at ${rate_list[*]} events/s for ${seconds}s each"
-  "$KAFKA" create-topic "$dir/kafka" "$ftag" 4 >/dev/null
+  "$KAFKA" create-topic "$dir/kafka" "$ftag" "$partitions" >/dev/null
   sink_tag=$ftag
   sink_start "$s" "$ftag" "$ftag"
   # shellcheck disable=SC2046
@@ -235,9 +237,7 @@ sink_benchmark() {
   [ "$tiny" = 1 ] || warm=$((rate_list[0] * 10))
   "$PRODUCE" --brokers "$brokers" --topic "$ftag" --count "$warm" --rate "${rate_list[0]}" --start 0 >/dev/null
   seq=$warm
-  if ! wait_count "$s warm-up" "$seq" "$(patience)" sink_rows "$s" "$ftag"; then
-    sink_stop "$ftag"; meter_stop; return 1
-  fi
+  wait_count "$s warm-up" "$seq" "$(patience)" sink_rows "$s" "$ftag" || abandon "$ftag" || return 1
   local all_rates=("${rate_list[@]}") out achieved
   top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
   r=$(calc '%.0f' "int($rate * 0.8 / 1000) * 1000")
@@ -251,19 +251,17 @@ sink_benchmark() {
     seq=$((seq + r * seconds))
     # The generator shares the cores too: a window it could not keep at its rate says so.
     achieved=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$out")
-    if ! wait_count "$s at $r/s" "$seq" 60 sink_rows "$s" "$ftag"; then
-      sink_stop "$ftag"; meter_stop; return 1
-    fi
+    wait_count "$s at $r/s" "$seq" 60 sink_rows "$s" "$ftag" || abandon "$ftag" || return 1
     read -r p50 p95 p99 pmax n <<<"$(sink_freshness "$s" "$ftag" "$t_start" "$(calc '%.3f' "$t_end + 1")")"
     lh_say "$s at $r events/s (generator achieved ${achieved:-?}/s): freshness p50 ${p50}s p95 ${p95}s p99 ${p99}s max ${pmax}s over $n rows"
     if [ "$n" != $((r * seconds)) ]; then
-      lh_say "$s: the $r/s window holds $n rows, expected $((r * seconds))"; sink_stop "$ftag"; meter_stop; return 1
+      lh_say "$s: the $r/s window holds $n rows, expected $((r * seconds))"; abandon "$ftag" || return 1
     fi
     case "$label" in
       max:*) fig "$s" max_rate "${achieved:-$r}"; label=max ;;
       *) if [ "${achieved:-0}" -lt $((r * 95 / 100)) ]; then
            lh_say "$s: the generator reached ${achieved:-?} of $r events/s: this window is inconclusive"
-           sink_stop "$ftag"; meter_stop; return 1
+           abandon "$ftag" || return 1
          fi ;;
     esac
     fig "$s" "fresh_${label}_p50" "$p50"; fig "$s" "fresh_${label}_p95" "$p95"
@@ -271,13 +269,10 @@ sink_benchmark() {
     sleep 1
   done
   sink_stop "$ftag"; meter_stop
-  read -r rows distinct first t0 t1 <<<"$(sink_stats "$s" "$ftag")"
-  if [ "$rows" != "$seq" ] || [ "$distinct" != "$seq" ]; then
-    lh_say "$s holds $rows rows, $distinct distinct offsets, of $seq events"; return 1
-  fi
+  check_delivered "$s" "$ftag" "$seq" || return 1
   # Memory over both phases: the higher peak.
-  fig "$s" own_anon_mib "$(meter_peak_anon "$m.f" sink)"
-  fig "$s" system_mib "$(meter_peak_system "$m.f" "${sys[@]}")"
+  fig "$s" own_anon_mib "$(meter_peak "$m.f" anon sink)"
+  fig "$s" system_mib "$(meter_peak "$m.f" system "${sys[@]}")"
   sink_drop "$s" "$ftag"
 }
 
@@ -319,7 +314,7 @@ producer_benchmark() {
   fi
   for who in lakehouse-producer python-producer; do
     t="prod_${who%%-*}_$run"
-    "$KAFKA" create-topic "$dir/kafka" "$t" 4 >/dev/null
+    "$KAFKA" create-topic "$dir/kafka" "$t" "$partitions" >/dev/null
     "$KAFKA" create-topic "$dir/kafka" "$t.dlq" 1 >/dev/null
     lh_say "--- $who: $events events from a file, validated"
     # GNU time: the process's own user + system time and peak RSS, exactly (no sampling).
