@@ -230,6 +230,59 @@ SELECT passed FROM lakehouse.run_checks() WHERE check_name LIKE 'bronze_offsets%
 \set VERBOSITY terse
 SELECT * FROM lakehouse.maintain(keep => '1 minute');
 \set VERBOSITY default
+-- sessions_reconcile: carol edits at 10:20 and 10:21, then at 11:00 (more than the 30
+-- minute gap later): two sessions, which the check recomputes from silver.edits.
+SELECT fake_batch(ARRAY[rc(101, 20, 'carol'), rc(102, 21, 'carol'), rc(103, 60, 'carol')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT session_start, session_end, edits, closed FROM silver.editor_sessions WHERE user_name = 'carol' ORDER BY 1;
+SELECT check_name, passed, detail ~ '^[1-9]\d* sessions starting since .* match silver.edits' AS says_what
+  FROM lakehouse.run_checks() WHERE check_name LIKE 'sessions%';
+-- A session's count changed by hand, then a session gone, then one no edit explains.
+UPDATE silver.editor_sessions SET edits = edits + 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
+SELECT * FROM checks WHERE check_name LIKE 'sessions%';
+SELECT detail ~ ': 1 sessions differ from silver.edits \(gap [^)]*\); 0 sessions still open' AS says_which
+  FROM lakehouse.check_results WHERE check_name LIKE 'sessions%' ORDER BY run_id DESC LIMIT 1;
+UPDATE silver.editor_sessions SET edits = edits - 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
+CREATE TEMP TABLE carol_late AS SELECT * FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+DELETE FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+SELECT * FROM checks WHERE check_name LIKE 'sessions%';
+INSERT INTO silver.editor_sessions SELECT * FROM carol_late;
+INSERT INTO silver.editor_sessions VALUES ('enwiki', 'carol', '2020-01-01 10:40+00', '2020-01-01 10:40+00', 1, 10, false);
+SELECT * FROM checks WHERE check_name LIKE 'sessions%';
+DELETE FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 10:40+00';
+SELECT * FROM checks WHERE check_name LIKE 'sessions%';
+-- daily_marts_reconcile: no day is complete yet (the watermark is on 2020-01-01).
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+-- An edit the next day at 01:00: the watermark (10 minutes behind) passes 2020-01-02
+-- 00:00 plus the session gap, so 2020-01-01 is complete, and carol's sessions close.
+SELECT fake_batch(ARRAY[rc(104, 900, 'dave')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT count(*) FILTER (WHERE closed) AS closed, count(*) AS sessions FROM silver.editor_sessions WHERE user_name = 'carol';
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%' OR check_name LIKE 'sessions%';
+-- Each complete day is compared once.
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+-- A session left open though the watermark passed it.
+UPDATE silver.editor_sessions SET closed = false WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+SELECT detail ~ ': 0 sessions differ from silver.edits \(gap [^)]*\); 1 sessions still open' AS says_which
+  FROM lakehouse.run_checks() WHERE check_name LIKE 'sessions%' AND NOT passed;
+UPDATE silver.editor_sessions SET closed = true WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+-- An editor's day changed by hand, and the day compared again (the check's position reset):
+-- the check fails and stays before that day until it passes.
+UPDATE lakehouse.gold_editor_day SET edits = edits + 1 WHERE day = '2020-01-01' AND user_name = 'carol';
+DELETE FROM lakehouse.check_state WHERE check_name LIKE 'daily%';
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'daily%' ORDER BY run_id DESC LIMIT 1;
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+UPDATE lakehouse.gold_editor_day SET edits = edits - 1 WHERE day = '2020-01-01' AND user_name = 'carol';
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+-- A session length counted twice.
+UPDATE lakehouse.gold_session_length_day SET sessions = sessions + 1 WHERE day = '2020-01-01' AND length_s = 60;
+DELETE FROM lakehouse.check_state WHERE check_name LIKE 'daily%';
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'daily%' ORDER BY run_id DESC LIMIT 1;
+UPDATE lakehouse.gold_session_length_day SET sessions = sessions - 1 WHERE day = '2020-01-01' AND length_s = 60;
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+
 -- schedule() needs pg_cron in this database, and says how to get it.
 SELECT * FROM lakehouse.schedule();
 SELECT lakehouse.unschedule();

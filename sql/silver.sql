@@ -308,7 +308,21 @@ SELECT lakehouse.drop_silver('scatter', true);
 -- drop_silver forgets the declaration; the data stays unless asked.
 SELECT lakehouse.drop_silver('ev_small');
 SELECT to_regclass('silver.ev_small') IS NOT NULL AS data_kept, count(*) AS declared FROM lakehouse.silver_tables WHERE name = 'ev_small';
+-- Only a member of the declaring role (or a superuser) drops a declaration: another
+-- operator is refused, for the superuser's table and for regress_operator's, and nothing
+-- goes (up to 0.12.0 any lakehouse_admin member dropped any of them, data included).
+CREATE ROLE regress_other_operator LOGIN;
+GRANT lakehouse_admin TO regress_other_operator;
+\c - regress_other_operator
 SELECT lakehouse.drop_silver('ops', drop_data => true);
+SELECT lakehouse.drop_silver('ev', true);
+\c - postgres
+SELECT to_regclass('silver.ops') IS NOT NULL AND to_regclass('silver.ev') IS NOT NULL AS data_kept,
+       count(*) AS still_declared FROM lakehouse.silver_tables WHERE name IN ('ops', 'ev');
+DROP ROLE regress_other_operator;
+\c - regress_operator
+SELECT lakehouse.drop_silver('ops', drop_data => true);
+\c - postgres
 SELECT to_regclass('silver.ops') IS NULL AS data_dropped;
 DROP TABLE silver.ev_small;
 SELECT lakehouse.drop_silver('ev', true);
