@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # benchmarks/t/peers_tiny.t: keeps benchmarks/peers from rotting (issue 12). It asserts
 # nothing about speed: the driver's flags, the process meter's arithmetic, the report's
-# ratios and verdicts on figures made up here, and a tiny run (3,000 events, two slow rates)
+# ratios and verdicts on figures made up here, the delivery check on sink output broken on
+# purpose, and a tiny run (3,000 events, two slow rates)
 # of every sink and both producers on a real Kafka and Postgres, each of which must deliver
 # every event exactly once. Run by scripts/test as root (the peers' venvs and jars are
 # cached system-wide there).
@@ -14,7 +15,7 @@ kit=$top/benchmarks/peers-lib
 contains() { grep -qE -- "$1" <<<"$2"; }
 scratch=$(mktemp -d /tmp/lakehouse-peers-test.XXXXXX)
 chmod 755 "$scratch"   # the scratch Postgres runs as the server user
-trap 'rm -rf "$scratch"' EXIT
+trap '"$top/scripts/pg" stop "$scratch/pg" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
 
 # --- flags
 check "--help exits 0" "$peers" --help
@@ -71,6 +72,52 @@ check "report: CPU ratios are the peer's over lakehouse's, per run" \
   contains '^- met: CPU per million rows lower than Python sink .*its CPU / lakehouse.s 1.50\)' "$report"
 check "report: a target without figures in every run is not judged" \
   contains '^- not measured in every run: throughput above Kafka Connect' "$(printf '1\tlakehouse\trows_per_s\t5\n1\tconnect\trows_per_s\t4\n2\tlakehouse\trows_per_s\t5\n' >"$scratch/two.tsv"; "$venv/bin/python" "$kit/report.py" "$scratch/two.tsv" --runs 2)"
+
+# --- the delivery check fails on a sink that lost, repeated or garbled an event: a table
+# shaped like a Postgres sink's and a Spark final report, each right and then broken, judged
+# by the same check_delivered the driver runs on every sink.
+pgdir=$scratch/pg
+"$top/scripts/pg" create "$pgdir" --port "$(. "$top/scripts/lib.sh"; lh_free_port 21300)" >/dev/null
+"$top/scripts/pg" start "$pgdir" >/dev/null
+delivered() { # delivered SINK TAG N: check_delivered with the driver's globals, in a subshell
+  (
+    set +e
+    LH_PROG=peers dir=$scratch PG=$top/scripts/pg KIT=$kit
+    . "$top/scripts/lib.sh"; . "$kit/measure.sh"; . "$kit/sinks.sh"
+    SPARKENV=$venv   # (sinks.sh clears it; the Python peers' venv reads JSON as well)
+    check_delivered "$@"
+  )
+}
+sqlc() { "$top/scripts/pg" psql "$pgdir" -Atq -v ON_ERROR_STOP=1 -c "$1"; }
+n=50
+sqlc "CREATE TABLE public.python_t (kafka_partition int NOT NULL, kafka_offset bigint NOT NULL, kafka_timestamp timestamptz,
+        payload jsonb, PRIMARY KEY (kafka_partition, kafka_offset));
+      INSERT INTO public.python_t SELECT i % 4, i / 4, now(), jsonb_build_object('seq', i) FROM generate_series(0, $n - 1) i"
+check "delivery check: a sink table with every event once passes" delivered python python_t $n
+judge() { # judge WHAT SAYS SQL_TO_BREAK SQL_TO_MEND: the check fails and says SAYS
+  sqlc "$3"
+  set +e; out=$(delivered python python_t $n 2>&1); rc=$?; set -e
+  is "$([ "$rc" -ne 0 ] && echo failed)" failed "delivery check: $1 fails it"
+  check "delivery check: $1 is named" contains "$2" "$out"
+  sqlc "$4"
+}
+judge "an event lost" "holds 49 rows \\(49 distinct offsets, 0 without .*summing to 1218\\)" "DELETE FROM public.python_t WHERE payload->>'seq' = '7'" \
+  "INSERT INTO public.python_t VALUES (7 % 4, 7 / 4, now(), '{\"seq\": 7}')"
+judge "an event written twice (at another offset)" "holds 51 rows" "INSERT INTO public.python_t VALUES (9, 0, now(), '{\"seq\": 3}')" \
+  "DELETE FROM public.python_t WHERE kafka_partition = 9"
+judge "an event in place of another (the count right)" "holds 50 rows .*summing to 1224\\)" "UPDATE public.python_t SET payload = '{\"seq\": 3}' WHERE payload->>'seq' = '4'" \
+  "UPDATE public.python_t SET payload = '{\"seq\": 4}' WHERE kafka_partition = 0 AND kafka_offset = 1"
+judge "a row without its Kafka timestamp" "1 without timestamp or payload" "UPDATE public.python_t SET kafka_timestamp = NULL WHERE payload->>'seq' = '5'" \
+  "UPDATE public.python_t SET kafka_timestamp = now() WHERE kafka_timestamp IS NULL"
+check "delivery check: the mended table passes again" delivered python python_t $n
+mkdir -p "$scratch/spark/spark_t"
+printf '{"total_rows": %d, "distinct_partition_offsets": %d}\n' $n $n >"$scratch/spark/spark_t/final.json"
+check "delivery check: a Spark output with every offset once passes" delivered spark10 spark_t $n
+printf '{"total_rows": %d, "distinct_partition_offsets": %d}\n' $n $((n - 1)) >"$scratch/spark/spark_t/final.json"
+set +e; out=$(delivered spark10 spark_t $n 2>&1); rc=$?; set -e
+is "$([ "$rc" -ne 0 ] && echo failed)" failed "delivery check: a Spark output with an offset twice fails it"
+check "delivery check: the Spark output's repeat is named" contains "holds 50 rows \\(49 distinct offsets" "$out"
+"$top/scripts/pg" stop "$pgdir" >/dev/null
 
 # --- a tiny run of everything
 set +e
