@@ -266,28 +266,51 @@ UPDATE silver.editor_sessions SET closed = false WHERE user_name = 'carol' AND s
 SELECT detail ~ ': 0 sessions differ from silver.edits \(gap [^)]*\); 1 sessions still open' AS says_which
   FROM lakehouse.run_checks() WHERE check_name LIKE 'sessions%' AND NOT passed;
 UPDATE silver.editor_sessions SET closed = true WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
--- An editor's day changed by hand, and the day compared again (the check's position reset):
--- the check fails and stays before that day until it passes.
+-- An editor's bot flag changed by hand, and the check started afresh (its position gone):
+-- the first run takes the newest complete day, 2020-01-01, and fails. One more day then
+-- completes: the next run compares 2020-01-01 again (a failed day is not skipped) and
+-- fails again; mended, it passes and compares both days.
+UPDATE lakehouse.gold_editor_day SET is_bot = NOT is_bot WHERE day = '2020-01-01' AND user_name = 'carol';
+DELETE FROM lakehouse.check_state WHERE check_name LIKE 'daily%';
+SELECT * FROM checks WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'daily%' ORDER BY run_id DESC LIMIT 1;
+SELECT fake_batch(ARRAY[rc(105, 900 + 1440, 'dave')]);
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+UPDATE lakehouse.gold_editor_day SET is_bot = NOT is_bot WHERE day = '2020-01-01' AND user_name = 'carol';
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+-- The other ways a day can be wrong, each compared again from 2020-01-01 (the position set
+-- back before it): an editor's edits or sessions miscounted, an editor's row gone, a
+-- session length counted twice.
+\set back_before_jan_1 'UPDATE lakehouse.check_state SET position = date ''2019-12-31'' - date ''2000-01-01'' WHERE check_name LIKE ''daily%'''
 UPDATE lakehouse.gold_editor_day SET edits = edits + 1 WHERE day = '2020-01-01' AND user_name = 'carol';
-DELETE FROM lakehouse.check_state WHERE check_name LIKE 'daily%';
-SELECT * FROM checks WHERE check_name LIKE 'daily%';
-SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'daily%' ORDER BY run_id DESC LIMIT 1;
-SELECT * FROM checks WHERE check_name LIKE 'daily%';
-UPDATE lakehouse.gold_editor_day SET edits = edits - 1 WHERE day = '2020-01-01' AND user_name = 'carol';
-SELECT * FROM checks WHERE check_name LIKE 'daily%';
--- A session length counted twice.
+:back_before_jan_1;
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+UPDATE lakehouse.gold_editor_day SET edits = edits - 1, sessions = sessions + 1 WHERE day = '2020-01-01' AND user_name = 'carol';
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+UPDATE lakehouse.gold_editor_day SET sessions = sessions - 1 WHERE day = '2020-01-01' AND user_name = 'carol';
+CREATE TEMP TABLE carol_day AS SELECT * FROM lakehouse.gold_editor_day WHERE day = '2020-01-01' AND user_name = 'carol';
+DELETE FROM lakehouse.gold_editor_day WHERE day = '2020-01-01' AND user_name = 'carol';
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+INSERT INTO lakehouse.gold_editor_day SELECT * FROM carol_day;
 UPDATE lakehouse.gold_session_length_day SET sessions = sessions + 1 WHERE day = '2020-01-01' AND length_s = 60;
-DELETE FROM lakehouse.check_state WHERE check_name LIKE 'daily%';
-SELECT * FROM checks WHERE check_name LIKE 'daily%';
-SELECT detail FROM lakehouse.check_results WHERE check_name LIKE 'daily%' ORDER BY run_id DESC LIMIT 1;
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
 UPDATE lakehouse.gold_session_length_day SET sessions = sessions - 1 WHERE day = '2020-01-01' AND length_s = 60;
-SELECT * FROM checks WHERE check_name LIKE 'daily%';
+SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+-- A backlog of complete days (checks that did not run for a while) is compared three a run.
+UPDATE lakehouse.check_state SET position = date '2019-12-27' - date '2000-01-01' WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
+SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
 
 -- schedule() needs pg_cron in this database, and says how to get it.
 SELECT * FROM lakehouse.schedule();
 SELECT lakehouse.unschedule();
 
 DROP VIEW checks;
+SELECT count(*) > 0 AS positions_held FROM lakehouse.check_state WHERE check_name LIKE '%:edits';
 SELECT lakehouse.drop_recentchange_pipeline();
+-- The pipeline's check positions go with it (a pipeline declared again starts afresh).
+SELECT count(*) AS positions_left FROM lakehouse.check_state WHERE check_name LIKE '%:edits';
 DROP FUNCTION fake_batch(jsonb[], timestamptz), rc(integer, integer, text, text);
 DROP EXTENSION lakehouse CASCADE;

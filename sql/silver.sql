@@ -291,7 +291,14 @@ SELECT lakehouse.set_silver_continuous('edits', false);
 SELECT continuous FROM lakehouse.silver_tables WHERE name = 'edits';
 SELECT lakehouse.set_silver_continuous('nosuch', false);
 SELECT rows_in, rows_out, filtered FROM lakehouse.refresh_silver('edits');
+-- The pipeline's silver.edits is the extension's, whoever declared the pipeline: an
+-- operator drops it with drop_recentchange_pipeline(), not drop_silver().
+\c - regress_operator
+SELECT lakehouse.drop_silver('edits', true);
 SELECT lakehouse.drop_recentchange_pipeline();
+\c - postgres
+SELECT count(*) AS declared, to_regclass('silver.edits') AS edits, to_regclass('silver.editor_sessions') AS sessions
+  FROM lakehouse.silver_tables WHERE name = 'edits';
 DELETE FROM lakehouse.streams WHERE name = 's2';
 
 -- Late rows make no partitions: an event, then 40 more on each of the 40 days before it,
