@@ -305,25 +305,35 @@ topic_messages() {
     --topic "$1" 2>/dev/null | awk -F: '$1 == t {s += $NF} END {print s + 0}' t="$1"
 }
 
-# The producers: the same generated file, each into its own topic (4 partitions, a DLQ).
+# The producers: the same generated file, each into its own topic (4 partitions, a DLQ),
+# and kcat publishing the file's lines as they are (no validation, no key) with the same
+# Kafka settings: what the broker takes from one client on this machine, the ceiling the
+# producers' ratio is bounded by.
 producer_benchmark() {
   local file="$dir/events.jsonl" t cpu who n dead wall user system maxrss cmd
   if [ ! -f "$file" ]; then
     lh_say "generating $events recentchange events for the producers"
     "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
   fi
-  for who in lakehouse-producer python-producer; do
+  for who in lakehouse-producer python-producer kcat; do
     t="prod_${who%%-*}_$run"
     "$KAFKA" create-topic "$dir/kafka" "$t" "$partitions" >/dev/null
     "$KAFKA" create-topic "$dir/kafka" "$t.dlq" 1 >/dev/null
-    lh_say "--- $who: $events events from a file, validated"
     # GNU time: the process's own user + system time and peak RSS, exactly (no sampling).
-    if [ "$who" = lakehouse-producer ]; then
-      cmd=("$PRODUCER" --brokers "$brokers" --topic "$t" --dlq-topic "$t.dlq" --file "$file" --quiet)
-    else
-      cmd=("$PYENV/bin/python" "$KIT/python_producer.py" --brokers "$brokers" --topic "$t"
-           --dlq-topic "$t.dlq" --file "$file")
-    fi
+    case "$who" in
+      lakehouse-producer)
+        lh_say "--- $who: $events events from a file, validated"
+        cmd=("$PRODUCER" --brokers "$brokers" --topic "$t" --dlq-topic "$t.dlq" --file "$file" --quiet) ;;
+      python-producer)
+        lh_say "--- $who: $events events from a file, validated"
+        cmd=("$PYENV/bin/python" "$KIT/python_producer.py" --brokers "$brokers" --topic "$t"
+             --dlq-topic "$t.dlq" --file "$file") ;;
+      kcat)
+        lh_say "--- kcat -P: $events lines from the same file, not validated (the ceiling)"
+        # (the producers' settings: src/producer/kafka_out.c, python_producer.py)
+        cmd=(kcat -b "$brokers" -t "$t" -P -X acks=all -X enable.idempotence=true
+             -X compression.codec=lz4 -X linger.ms=20 -l "$file") ;;
+    esac
     if ! /usr/bin/time -f '%e %U %S %M' -o "$dir/logs/$who-$run.time" "${cmd[@]}" >"$dir/logs/$who-$run.log" 2>&1; then
       lh_say "$who failed: $(tail -n 5 "$dir/logs/$who-$run.log")"; return 1
     fi

@@ -3,7 +3,7 @@
 # nothing about speed: the driver's flags, the process meter's arithmetic, the report's
 # ratios and verdicts on figures made up here, the delivery check on sink output broken on
 # purpose, and a tiny run (3,000 events, two slow rates)
-# of every sink and both producers on a real Kafka and Postgres, each of which must deliver
+# of every sink and both producers (and kcat, their ceiling) on a real Kafka and Postgres, each of which must deliver
 # every event exactly once. Run by scripts/test as root (the peers' venvs and jars are
 # cached system-wide there).
 set -euo pipefail
@@ -70,6 +70,10 @@ check "report: lakehouse / COPY is taken per run (0.75 and 1.00) and one run und
 check "report: a target met in every run says met" contains '^- met: throughput above Python sink' "$report"
 check "report: CPU ratios are the peer's over lakehouse's, per run" \
   contains '^- met: CPU per million rows lower than Python sink .*its CPU / lakehouse.s 1.50\)' "$report"
+printf '1\tlakehouse-producer\tevents_per_s\t100\n1\tpython-producer\tevents_per_s\t50\n1\tkcat\tevents_per_s\t120\n' >"$scratch/prod.tsv"
+check "report: the producers' verdict gives the ceiling, kcat over the Python producer" \
+  contains '^- \*\*missed\*\*: lakehouse-producer >= 4x .*\(ratio 2.00; the ceiling, kcat publishing the same file unvalidated, was 2.40x the Python producer\)' \
+  "$("$venv/bin/python" "$kit/report.py" "$scratch/prod.tsv")"
 check "report: a target without figures in every run is not judged" \
   contains '^- not measured in every run: throughput above Kafka Connect' "$(printf '1\tlakehouse\trows_per_s\t5\n1\tconnect\trows_per_s\t4\n2\tlakehouse\trows_per_s\t5\n' >"$scratch/two.tsv"; "$venv/bin/python" "$kit/report.py" "$scratch/two.tsv" --runs 2)"
 
@@ -131,7 +135,7 @@ for s in lakehouse python connect spark10 sparkfast; do
   is "$n" 2 "$s: a freshness figure at both rates, over every event of each window"
 done
 check "copy: the ceiling copied lakehouse's 3000 rows" grep -q '^peers: copy: 3000 rows' "$scratch/run.log"
-for p in lakehouse-producer python-producer; do
+for p in lakehouse-producer python-producer kcat; do
   check "$p: published every event" grep -qE "^peers: $p: [0-9]+ events/s" "$scratch/run.log"
 done
 check "every sink and producer delivered every event exactly once" \
@@ -143,7 +147,7 @@ rc=$?
 set -e
 ok "$rc" "report.py reads the tiny run's figures and draws its plots"
 printf '%s\n' "$report" >"$scratch/report.md"
-for s in 'lakehouse (stream worker)' 'Python sink' 'Kafka Connect' 'Spark Structured Streaming, trigger 10 s' 'Spark Structured Streaming, trigger 1 s' 'lakehouse-producer' 'Python producer'; do
+for s in 'lakehouse (stream worker)' 'Python sink' 'Kafka Connect' 'Spark Structured Streaming, trigger 10 s' 'Spark Structured Streaming, trigger 1 s' 'lakehouse-producer' 'Python producer' 'kcat -P'; do
   check "the report has a row for $s" grep -qF -- "| $s" "$scratch/report.md"
 done
 for f in throughput freshness cpu; do
