@@ -74,9 +74,10 @@ def rates_of(fig):
 def tables(fig, out):
     sinks = [s for s in SINKS if s in fig]
     w = out.write
-    w("| sink | rows/s from the backlog | lakehouse / sink (same run) | CPU s per million rows "
-      "| sink CPU / lakehouse CPU | own private memory, peak MiB | whole system, peak MiB |\n")
-    w("|---|---|---|---|---|---|---|\n")
+    if sinks:
+        w("| sink | rows/s from the backlog | lakehouse / sink (same run) | CPU s per million rows "
+          "| sink CPU / lakehouse CPU | own private memory, peak MiB | whole system, peak MiB |\n")
+        w("|---|---|---|---|---|---|---|\n")
     for s in sinks:
         f = fig[s]
         ratio = "" if s == "lakehouse" else rng(per_run_ratio(fig, "lakehouse", s, "rows_per_s"), "{:.2f}")
@@ -84,7 +85,8 @@ def tables(fig, out):
         w(f"| {LABEL[s]} | {rng(list(f['rows_per_s'].values()))} | {ratio} "
           f"| {rng(list(f['cpu_s_per_m'].values()), '{:.1f}')} | {cpu_ratio} "
           f"| {rng(list(f['own_anon_mib'].values()))} | {rng(list(f['system_mib'].values()))} |\n")
-    w("\n")
+    if sinks:
+        w("\n")
     rates = rates_of(fig)
     if rates:
         w("Freshness, Kafka timestamp to visible in the sink, p50 / p95 / p99 (seconds; range over runs):\n\n")

@@ -311,6 +311,7 @@ topic_messages() {
 # producers' ratio is bounded by.
 producer_benchmark() {
   local file="$dir/events.jsonl" t cpu who n dead wall user system maxrss cmd
+  mkdir -p "$dir/logs"
   if [ ! -f "$file" ]; then
     lh_say "generating $events recentchange events for the producers"
     "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
