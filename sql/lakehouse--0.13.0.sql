@@ -1431,19 +1431,34 @@ BEGIN
     BEGIN
       -- Each row's late flag, in lh_rows' order: the rows the filter takes, valid (no
       -- reject) or not; a reject has no time and does not move its partition's watermark.
-      WITH lh_before AS (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
-                           FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e)
-      SELECT array_agg(f.lh_late ORDER BY f.lh_ord) INTO lh_late
-        FROM (SELECT s.lh_ord,
-                     (s.lh_taken AND s.lh_reject IS NULL AND lh_check_late
-                      AND s.%4$s < greatest(max(CASE WHEN s.lh_taken AND s.lh_reject IS NULL THEN s.%4$s END)
-                                              OVER (PARTITION BY s.lh_partition ORDER BY s.lh_batch, s.lh_offset
-                                                    ROWS UNBOUNDED PRECEDING),
-                                            b.lh_m0) - lh_delay) IS TRUE AS lh_late
-                -- The row's columns named in full, so that the ordinality's name (lh_, which
-                -- no column name may begin with) cannot meet one of them.
-                FROM unnest(lh_rows) WITH ORDINALITY AS s(%10$s, lh_ord)
-                LEFT JOIN lh_before b ON b.lh_p = s.lh_partition) f;
+      -- A pass without a late row (most: a pass spans seconds, the watermark minutes) is
+      -- told from its partitions' extremes, without the window below, which sorts the whole
+      -- pass: a row can only be late if its partition's earliest event time lies a
+      -- watermark behind the newest the partition reached (in this pass, or before it).
+      IF NOT lh_check_late OR NOT EXISTS (
+           SELECT 1
+             FROM (SELECT s.lh_partition, min(s.%4$s) AS lh_lo, max(s.%4$s) AS lh_hi
+                     FROM unnest(lh_rows) AS s(%10$s)
+                    WHERE s.lh_taken AND s.lh_reject IS NULL GROUP BY s.lh_partition) m
+             LEFT JOIN (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
+                          FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e) b ON b.lh_p = m.lh_partition
+            WHERE m.lh_lo < greatest(m.lh_hi, b.lh_m0) - lh_delay) THEN
+        lh_late := array_fill(false, ARRAY[coalesce(cardinality(lh_rows), 0)]);
+      ELSE
+        WITH lh_before AS (SELECT e.key::integer AS lh_p, e.value::timestamptz AS lh_m0
+                             FROM jsonb_each_text(coalesce(lh_part_max, '{}')) e)
+        SELECT array_agg(f.lh_late ORDER BY f.lh_ord) INTO lh_late
+          FROM (SELECT s.lh_ord,
+                       (s.lh_taken AND s.lh_reject IS NULL AND lh_check_late
+                        AND s.%4$s < greatest(max(CASE WHEN s.lh_taken AND s.lh_reject IS NULL THEN s.%4$s END)
+                                                OVER (PARTITION BY s.lh_partition ORDER BY s.lh_batch, s.lh_offset
+                                                      ROWS UNBOUNDED PRECEDING),
+                                              b.lh_m0) - lh_delay) IS TRUE AS lh_late
+                  -- The row's columns named in full, so that the ordinality's name (lh_, which
+                  -- no column name may begin with) cannot meet one of them.
+                  FROM unnest(lh_rows) WITH ORDINALITY AS s(%10$s, lh_ord)
+                  LEFT JOIN lh_before b ON b.lh_p = s.lh_partition) f;
+      END IF;
 
       -- The partitions the on-time rows need. Not a late row's: late rows with scattered
       -- event times (years of them) would each make a partition, every one of them locked
@@ -1494,6 +1509,35 @@ BEGIN
   EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s(%s[], jsonb, interval, boolean, bigint) FROM PUBLIC',
                             admit_fn, rowtype);
 END $_$;
+
+-- function lakehouse._silver_regenerate_all()
+
+CREATE FUNCTION lakehouse._silver_regenerate_all() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  t lakehouse.silver_tables;
+  fn text;
+BEGIN
+  -- What an update that changes _silver_generate runs (0.13.0 on; the 0.10.0 to 0.12.0
+  -- updates each held a copy): every silver table gets its extract and admit functions and
+  -- their row type written again. They are the tables' own objects, not the extension's,
+  -- so they are taken out of it again. The registry rows are locked first, as a pass locks
+  -- its own: a running pass finishes with the old functions, the next waits for the commit.
+  PERFORM 1 FROM lakehouse.silver_tables s ORDER BY s.name FOR UPDATE;
+  FOR t IN SELECT * FROM lakehouse.silver_tables ORDER BY name LOOP
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+    PERFORM lakehouse._silver_generate(t);
+    FOREACH fn IN ARRAY ARRAY['_admit', '_extract'] LOOP
+      EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP FUNCTION lakehouse.%I', 'silver_' || t.name || fn);
+    END LOOP;
+    EXECUTE pg_catalog.format('ALTER EXTENSION lakehouse DROP TYPE lakehouse.%I', 'silver_' || t.name || '_row');
+  END LOOP;
+END $$;
 
 -- function lakehouse._silver_pass(text)
 
@@ -2825,6 +2869,10 @@ GRANT ALL ON FUNCTION lakehouse.create_stream(name text, topic text, brokers tex
 
 REVOKE ALL ON FUNCTION lakehouse.drop_recentchange_pipeline() FROM PUBLIC;
 GRANT ALL ON FUNCTION lakehouse.drop_recentchange_pipeline() TO lakehouse_admin;
+
+-- acl lakehouse.FUNCTION _silver_regenerate_all()
+
+REVOKE ALL ON FUNCTION lakehouse._silver_regenerate_all() FROM PUBLIC;
 
 -- acl lakehouse.FUNCTION _drop_silver(name text, drop_data boolean)
 
