@@ -37,6 +37,7 @@ pins() { grep -vE '^(#|$)' "$1" | tr '\n' ' ' | sed 's/ $//'; }
 sinks_versions() {
   local v=() s
   [ -n "$PYENV" ] && v+=("Python $("$PYENV/bin/python" -c 'import sys; print(sys.version.split()[0])'): $(pins "$KIT/requirements-python.txt")")
+  [ "$producers" = 1 ] && v+=("kcat $(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\) .*librdkafka \([^ ]*\) .*/\1 with librdkafka \2 (Debian'"'"'s, as lakehouse-producer)/p')")
   [ -n "$SPARKENV" ] && v+=("Spark: $(pins "$KIT/spark/requirements.txt"), spark-sql-kafka-0-10_2.13 $(pom_prop "$KIT/spark/pom.xml" spark.version), kafka-clients $(pom_prop "$KIT/spark/pom.xml" kafka-clients.version), local[2], maxOffsetsPerTrigger 100000")
   for s in "${sink_list[@]}"; do
     [ "$s" = connect ] && v+=("Kafka Connect $(pom_prop "$KIT/connect/pom.xml" connect.version) standalone, debezium-connector-jdbc $(pom_prop "$KIT/connect/pom.xml" debezium.version), batch 2000, 1 task, upsert")
@@ -306,15 +307,21 @@ topic_messages() {
 }
 
 # The producers: the same generated file, each into its own topic (4 partitions, a DLQ),
-# and kcat publishing the file's lines as they are (no validation, no key) with the same
-# Kafka settings: what the broker takes from one client on this machine, the ceiling the
-# producers' ratio is bounded by.
+# and kcat publishing the file's lines as they are, keyed by wiki as the producers key them,
+# with their Kafka settings and no validation: what the broker takes from one client on this
+# machine, the ceiling the producers' ratio is bounded by.
 producer_benchmark() {
-  local file="$dir/events.jsonl" t cpu who n dead wall user system maxrss cmd
+  local file="$dir/events.jsonl" keyed="$dir/events.keyed" t cpu who n dead wall user system maxrss cmd
   mkdir -p "$dir/logs"
   if [ ! -f "$file" ]; then
     lh_say "generating $events recentchange events for the producers"
     "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
+  fi
+  if [ ! -f "$keyed" ]; then
+    # "wiki<TAB>event" per line for kcat -K (a JSON line holds no raw tab); made before the
+    # timed part. Every generated event has a top-level "wiki".
+    sed -E 's/^(.*"wiki":"([^"]*)".*)$/\2\t\1/' "$file" >"$keyed"
+    [ "$(grep -c $'\t' "$keyed")" = "$events" ] || { lh_say "could not key every event of $file by wiki"; return 1; }
   fi
   for who in lakehouse-producer python-producer kcat; do
     t="prod_${who%%-*}_$run"
@@ -330,10 +337,10 @@ producer_benchmark() {
         cmd=("$PYENV/bin/python" "$KIT/python_producer.py" --brokers "$brokers" --topic "$t"
              --dlq-topic "$t.dlq" --file "$file") ;;
       kcat)
-        lh_say "--- kcat -P: $events lines from the same file, not validated (the ceiling)"
+        lh_say "--- kcat -P: $events lines from the same file keyed by wiki, not validated (the ceiling)"
         # (the producers' settings: src/producer/kafka_out.c, python_producer.py)
-        cmd=(kcat -b "$brokers" -t "$t" -P -X acks=all -X enable.idempotence=true
-             -X compression.codec=lz4 -X linger.ms=20 -l "$file") ;;
+        cmd=(kcat -b "$brokers" -t "$t" -P -K $'\t' -X acks=all -X enable.idempotence=true
+             -X compression.codec=lz4 -X linger.ms=20 -X queue.buffering.max.messages=500000 -l "$keyed") ;;
     esac
     if ! /usr/bin/time -f '%e %U %S %M' -o "$dir/logs/$who-$run.time" "${cmd[@]}" >"$dir/logs/$who-$run.log" 2>&1; then
       lh_say "$who failed: $(tail -n 5 "$dir/logs/$who-$run.log")"; return 1

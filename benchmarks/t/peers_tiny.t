@@ -2,9 +2,9 @@
 # benchmarks/t/peers_tiny.t: keeps benchmarks/peers from rotting (issue 12). It asserts
 # nothing about speed: the driver's flags, the process meter's arithmetic, the report's
 # ratios and verdicts on figures made up here, the delivery check on sink output broken on
-# purpose, and a tiny run (3,000 events, two slow rates)
-# of every sink and both producers (and kcat, their ceiling) on a real Kafka and Postgres, each of which must deliver
-# every event exactly once. Run by scripts/test as root (the peers' venvs and jars are
+# purpose, and a tiny run (3,000 events, two slow rates) of every sink and both producers
+# (and kcat, their ceiling) on a real Kafka and Postgres, each of which must deliver every
+# event exactly once. Run by scripts/test as root (the peers' venvs and jars are
 # cached system-wide there).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,6 +31,10 @@ out=$("$peers" --rates 1000,fast 2>&1); rc=$?
 set -e
 check "a bad --rates is refused before anything starts" contains "rates must be whole numbers" "$out"
 is "$([ "$rc" -ne 0 ] && echo refused)" refused "a bad --rates fails the run"
+set +e
+out=$("$peers" --sinks none --no-producers 2>&1); rc=$?
+set -e
+check "--sinks none with --no-producers is refused: nothing to measure" contains "leaves nothing to measure" "$rc $out"
 set +e
 out=$("$peers" --sinks lakehouse,flink 2>&1); rc=$?
 set -e
@@ -128,7 +132,7 @@ set +e
 "$peers" --tiny --dir "$scratch/run" --figures "$scratch/tiny.tsv" >"$scratch/run.log" 2>&1
 rc=$?
 set -e
-ok "$rc" "benchmarks/peers --tiny runs every sink and both producers"
+ok "$rc" "benchmarks/peers --tiny runs every sink, both producers and kcat"
 if [ "$rc" -ne 0 ]; then tail -n 40 "$scratch/run.log" | sed 's/^/# /'; fi
 for s in lakehouse python connect spark10 sparkfast; do
   n=$(grep -cE "^peers: $s at (200|500) events/s .*: freshness .* over (1000|2500) rows" "$scratch/run.log" || true)
