@@ -101,7 +101,11 @@ def tables(fig, out):
                     continue
                 cell = " / ".join(rng(list(x.values()), "{:.3f}") for x in p)
                 if r == "max":
-                    cell = f"at {rng(list(fig[s]['max_rate'].values()))}/s: " + cell
+                    kept = list(fig[s].get("max_kept_up", {}).values())
+                    behind = sum(1 for k in kept if k < 1)
+                    note = ("" if not kept else " (kept up)" if not behind
+                            else f" (fell behind in {behind} of {len(kept)} runs)")
+                    cell = f"at {rng(list(fig[s]['max_rate'].values()))}/s{note}: " + cell
                 cells.append(cell)
             if any(cells):
                 w(f"| {LABEL[s]} | " + " | ".join(cells) + " |\n")

@@ -259,7 +259,17 @@ sink_benchmark() {
       lh_say "$s: the $r/s window holds $n rows, expected $((r * seconds))"; abandon "$ftag" || return 1
     fi
     case "$label" in
-      max:*) fig "$s" max_rate "${achieved:-$r}"; label=max ;;
+      max:*)
+        fig "$s" max_rate "${achieved:-$r}"; label=max
+        # Kept up, or fell behind: a sink slower than the rate lags more and more, so the
+        # median freshness of the window's last quarter exceeds its first quarter's.
+        local q q1 q4 kept
+        q=$(calc '%.3f' "($t_end - $t_start) / 4")
+        read -r q1 _ <<<"$(sink_freshness "$s" "$ftag" "$t_start" "$(calc '%.3f' "$t_start + $q")")"
+        read -r q4 _ <<<"$(sink_freshness "$s" "$ftag" "$(calc '%.3f' "$t_end - $q")" "$(calc '%.3f' "$t_end + 1")")"
+        kept=$(awk -v a="$q1" -v b="$q4" 'BEGIN {print (b <= a + 1) ? 1 : 0}')
+        fig "$s" max_kept_up "$kept"
+        lh_say "$s at $r events/s: median freshness ${q1}s in the window's first quarter, ${q4}s in its last: $([ "$kept" = 1 ] && echo 'kept up' || echo 'fell behind')" ;;
       *) if [ "${achieved:-0}" -lt $((r * 95 / 100)) ]; then
            lh_say "$s: the generator reached ${achieved:-?} of $r events/s: this window is inconclusive"
            abandon "$ftag" || return 1
