@@ -192,6 +192,24 @@ sink_drop() {
 # How long a sink may show no progress before it counts as stuck (a JVM's start included).
 patience() { [ "$tiny" = 1 ] && echo 120 || echo 180; }
 
+# kept_up SINK TAG RATE T_START T_END: 1 if the sink kept up with a window sent over
+# [T_START, T_END), 0 if it fell behind; fails when the window's quarters have no figure. A
+# sink slower than the rate lags more and more, so the median freshness of the window's last
+# quarter exceeds its first quarter's (by more than 1 s plus its trigger: with a trigger
+# longer than a quarter, where its batches fall moves each quarter's median by up to one).
+kept_up() {
+  local s=$1 tag=$2 r=$3 t0=$4 t1=$5 q q1 q4 kept
+  q=$(calc '%.3f' "($t1 - $t0) / 4")
+  read -r q1 _ <<<"$(sink_freshness "$s" "$tag" "$t0" "$(calc '%.3f' "$t0 + $q")")"
+  read -r q4 _ <<<"$(sink_freshness "$s" "$tag" "$(calc '%.3f' "$t1 - $q")" "$(calc '%.3f' "$t1 + 1")")"
+  if ! [[ $q1 =~ ^[0-9]+(\.[0-9]+)?$ && $q4 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+    lh_say "$s: no freshness for the quarters of the $r/s window ('$q1', '$q4')" >&2; return 1
+  fi
+  kept=$(awk -v a="$q1" -v b="$q4" -v t="$(sink_trigger "$s")" 'BEGIN {print (b + 0 <= a + 1 + t) ? 1 : 0}')
+  lh_say "$s at $r events/s: median freshness ${q1}s in the window's first quarter, ${q4}s in its last: $([ "$kept" = 1 ] && echo 'kept up' || echo 'fell behind')" >&2
+  echo "$kept"
+}
+
 # sink_benchmark SINK: both phases for one sink in the current run; records its figures.
 sink_benchmark() {
   local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows first t0 t1
@@ -263,19 +281,8 @@ sink_benchmark() {
     case "$label" in
       max:*)
         label=max
-        # Kept up, or fell behind: a sink slower than the rate lags more and more, so the
-        # median freshness of the window's last quarter exceeds its first quarter's (by more
-        # than 1 s plus its trigger: with a trigger longer than a quarter, where its batches
-        # fall moves each quarter's median by up to a trigger).
-        local q q1 q4 kept
-        q=$(calc '%.3f' "($t_end - $t_start) / 4")
-        read -r q1 _ <<<"$(sink_freshness "$s" "$ftag" "$t_start" "$(calc '%.3f' "$t_start + $q")")"
-        read -r q4 _ <<<"$(sink_freshness "$s" "$ftag" "$(calc '%.3f' "$t_end - $q")" "$(calc '%.3f' "$t_end + 1")")"
-        if ! [[ $q1 =~ ^[0-9]+(\.[0-9]+)?$ && $q4 =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
-          lh_say "$s: no freshness for the quarters of the $r/s window ('$q1', '$q4')"; abandon "$ftag" || return 1
-        fi
-        kept=$(awk -v a="$q1" -v b="$q4" -v t="$(sink_trigger "$s")" 'BEGIN {print (b + 0 <= a + 1 + t) ? 1 : 0}')
-        lh_say "$s at $r events/s: median freshness ${q1}s in the window's first quarter, ${q4}s in its last: $([ "$kept" = 1 ] && echo 'kept up' || echo 'fell behind')"
+        local kept
+        kept=$(kept_up "$s" "$ftag" "$r" "$t_start" "$t_end") || abandon "$ftag" || return 1
         # The search for the highest rate it sustains: fell behind, so 0.8x that rate in a
         # window of its own (the sink has caught up: every row arrived), three tries at most
         # and never down to the fixed rates. Only the last try's figures are recorded.
@@ -354,21 +361,19 @@ producer_benchmark() {
     t="prod_${who%%-*}_$run"
     "$KAFKA" create-topic "$dir/kafka" "$t" "$partitions" >/dev/null
     "$KAFKA" create-topic "$dir/kafka" "$t.dlq" 1 >/dev/null
-    # GNU time: the process's own user + system time and peak RSS, exactly (no sampling).
     case "$who" in
       lakehouse-producer)
-        lh_say "--- $who: $events events from a file, validated"
         cmd=("$PRODUCER" --brokers "$brokers" --topic "$t" --dlq-topic "$t.dlq" --file "$file" --quiet) ;;
       python-producer)
-        lh_say "--- $who: $events events from a file, validated"
         cmd=("$PYENV/bin/python" "$KIT/python_producer.py" --brokers "$brokers" --topic "$t"
              --dlq-topic "$t.dlq" --file "$file") ;;
       kcat)
-        lh_say "--- kcat -P: $events lines from the same file keyed by wiki, not validated (the ceiling)"
         # (the producers' settings: src/producer/kafka_out.c, python_producer.py)
         cmd=(kcat -b "$brokers" -t "$t" -P -K $'\t' -X acks=all -X enable.idempotence=true
              -X compression.codec=lz4 -X linger.ms=20 -X queue.buffering.max.messages=500000 -l "$keyed") ;;
     esac
+    lh_say "--- $who: $events events from a file, $([ "$who" = kcat ] && echo 'keyed by wiki, not validated (the ceiling)' || echo validated)"
+    # GNU time: the process's own user + system time and peak RSS, exactly (no sampling).
     if ! /usr/bin/time -f '%e %U %S %M' -o "$dir/logs/$who-$run.time" "${cmd[@]}" >"$dir/logs/$who-$run.log" 2>&1; then
       lh_say "$who failed: $(tail -n 5 "$dir/logs/$who-$run.log")"; return 1
     fi
