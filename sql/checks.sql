@@ -238,18 +238,18 @@ SELECT session_start, session_end, edits, closed FROM silver.editor_sessions WHE
 SELECT check_name, passed, detail ~ '^[1-9]\d* sessions starting since .* match silver.edits' AS says_what
   FROM lakehouse.run_checks() WHERE check_name LIKE 'sessions%';
 -- A session's count changed by hand, then a session gone, then one no edit explains.
-UPDATE silver.editor_sessions SET edits = edits + 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
+UPDATE lakehouse.editor_sessions SET edits = edits + 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
 SELECT * FROM checks WHERE check_name LIKE 'sessions%';
-SELECT detail ~ ': 1 sessions differ from silver.edits \(gap [^)]*\); 0 sessions still open' AS says_which
+SELECT detail ~ ': 1 sessions differ from silver.edits \(gap [^)]*\)$' AS says_which
   FROM lakehouse.check_results WHERE check_name LIKE 'sessions%' ORDER BY run_id DESC LIMIT 1;
-UPDATE silver.editor_sessions SET edits = edits - 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
-CREATE TEMP TABLE carol_late AS SELECT * FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
-DELETE FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+UPDATE lakehouse.editor_sessions SET edits = edits - 1 WHERE user_name = 'carol' AND session_end = '2020-01-01 10:21+00';
+CREATE TEMP TABLE carol_late AS SELECT * FROM lakehouse.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
+DELETE FROM lakehouse.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
 SELECT * FROM checks WHERE check_name LIKE 'sessions%';
-INSERT INTO silver.editor_sessions SELECT * FROM carol_late;
-INSERT INTO silver.editor_sessions VALUES ('enwiki', 'carol', '2020-01-01 10:40+00', '2020-01-01 10:40+00', 1, 10, false);
+INSERT INTO lakehouse.editor_sessions SELECT * FROM carol_late;
+INSERT INTO lakehouse.editor_sessions VALUES ('enwiki', 'carol', '2020-01-01 10:40+00', '2020-01-01 10:40+00', 1, 10);
 SELECT * FROM checks WHERE check_name LIKE 'sessions%';
-DELETE FROM silver.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 10:40+00';
+DELETE FROM lakehouse.editor_sessions WHERE user_name = 'carol' AND session_start = '2020-01-01 10:40+00';
 SELECT * FROM checks WHERE check_name LIKE 'sessions%';
 -- daily_marts_reconcile: no day is complete yet (the watermark is on 2020-01-01).
 SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
@@ -261,11 +261,6 @@ SELECT count(*) FILTER (WHERE closed) AS closed, count(*) AS sessions FROM silve
 SELECT check_name, passed, detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%' OR check_name LIKE 'sessions%';
 -- Each complete day is compared once.
 SELECT detail FROM lakehouse.run_checks() WHERE check_name LIKE 'daily%';
--- A session left open though the watermark passed it.
-UPDATE silver.editor_sessions SET closed = false WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
-SELECT detail ~ ': 0 sessions differ from silver.edits \(gap [^)]*\); 1 sessions still open' AS says_which
-  FROM lakehouse.run_checks() WHERE check_name LIKE 'sessions%' AND NOT passed;
-UPDATE silver.editor_sessions SET closed = true WHERE user_name = 'carol' AND session_start = '2020-01-01 11:00+00';
 -- An editor's bot flag changed by hand, and the check started afresh (its position gone):
 -- the first run takes the newest complete day, 2020-01-01, and fails. One more day then
 -- completes: the next run compares 2020-01-01 again (a failed day is not skipped) and

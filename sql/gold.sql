@@ -288,31 +288,40 @@ SELECT count(*) AS times, count(*) FILTER (WHERE date_bin('1 hour', t, '4714-11-
 -- merges that session and reads under 1 % of the veteran's sessions (rows of
 -- editor_sessions read during the pass, from the statistics), not all of them; so does
 -- the replay of a late edit that bridges two of the planted ones (the primary key).
-INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
-SELECT 'enwiki', 'veteran', s, s + interval '5 min', 2, 10, true
+INSERT INTO lakehouse.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed)
+SELECT 'enwiki', 'veteran', s, s + interval '5 min', 2, 10
   FROM generate_series(timestamptz '2024-01-01 00:00+00', timestamptz '2024-01-01 00:00+00' + interval '9999 hours',
                        interval '1 hour') s;
-INSERT INTO silver.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed, closed)
-VALUES ('enwiki', 'veteran', '2026-01-01 21:40+00', '2026-01-01 21:50+00', 2, 10, false);
-ANALYZE silver.editor_sessions;
+INSERT INTO lakehouse.editor_sessions (wiki, user_name, session_start, session_end, edits, bytes_changed)
+VALUES ('enwiki', 'veteran', '2026-01-01 21:40+00', '2026-01-01 21:50+00', 2, 10);
+ANALYZE lakehouse.editor_sessions;
 SELECT fake_batch(ARRAY[rc(1400, 720, 'veteran', 'Old hand'),
                         rc(1401, (extract(epoch FROM timestamptz '2024-06-01 00:30+00' - timestamptz '2026-01-01 10:00+00') / 60)::numeric,
                            'veteran', 'Old hand')]);
 -- Rows of editor_sessions read (sequential and by index), from the cumulative statistics
 -- flushed after each statement.
 SET stats_fetch_consistency = none;
+-- Rows written too: the session the on-time edit extends is updated in place (one update,
+-- no insert, no delete); the replay updates the earlier of the two sessions it bridges
+-- and deletes the later one.
 CREATE FUNCTION pg_temp.session_rows_read() RETURNS bigint LANGUAGE sql AS
-  $$ SELECT x.seq_tup_read + x.idx_tup_fetch FROM pg_stat_user_tables x WHERE x.relid = 'silver.editor_sessions'::regclass $$;
+  $$ SELECT x.seq_tup_read + x.idx_tup_fetch FROM pg_stat_user_tables x WHERE x.relid = 'lakehouse.editor_sessions'::regclass $$;
+CREATE FUNCTION pg_temp.session_writes() RETURNS bigint[] LANGUAGE sql AS
+  $$ SELECT ARRAY[x.n_tup_upd, x.n_tup_ins, x.n_tup_del] FROM pg_stat_user_tables x WHERE x.relid = 'lakehouse.editor_sessions'::regclass $$;
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.session_rows_read() AS before_read \gset
+SELECT pg_temp.session_rows_read() AS before_read, pg_temp.session_writes() AS before_writes \gset
 SELECT rows_out, late_dropped FROM lakehouse.refresh_silver('edits');
 SELECT pg_stat_force_next_flush();
 SELECT pg_temp.session_rows_read() - :before_read AS on_time_read \gset
+SELECT (SELECT array_agg(a - b ORDER BY i) FROM unnest(pg_temp.session_writes(), :'before_writes'::bigint[]) WITH ORDINALITY w(a, b, i))
+       AS on_time_updated_inserted_deleted;
 SELECT pg_stat_force_next_flush();
-SELECT pg_temp.session_rows_read() AS before_read \gset
+SELECT pg_temp.session_rows_read() AS before_read, pg_temp.session_writes() AS before_writes \gset
 SELECT rows_out FROM lakehouse.replay_late('edits', '2024-06-01 00:00+00', '2024-06-02 00:00+00');
 SELECT pg_stat_force_next_flush();
 SELECT pg_temp.session_rows_read() - :before_read AS late_read \gset
+SELECT (SELECT array_agg(a - b ORDER BY i) FROM unnest(pg_temp.session_writes(), :'before_writes'::bigint[]) WITH ORDINALITY w(a, b, i))
+       AS late_updated_inserted_deleted;
 RESET stats_fetch_consistency;
 SELECT count(*) AS veteran_sessions, :on_time_read < count(*) / 100 AS on_time_read_under_one_percent,
        :late_read < count(*) / 100 AS late_read_under_one_percent
@@ -320,7 +329,7 @@ SELECT count(*) AS veteran_sessions, :on_time_read < count(*) / 100 AS on_time_r
 SELECT session_start, session_end, edits, closed FROM silver.editor_sessions
  WHERE user_name = 'veteran' AND (session_start >= '2026-01-01' OR session_start BETWEEN '2024-05-31 23:00+00' AND '2024-06-01 02:00+00')
  ORDER BY 1;
-DELETE FROM silver.editor_sessions WHERE user_name = 'veteran' AND session_start < '2026-01-01';
+DELETE FROM lakehouse.editor_sessions WHERE user_name = 'veteran' AND session_start < '2026-01-01';
 -- An on-time edit can be behind the low watermark too: from a partition that was quiet
 -- (its batches older than one watermark in commit time, so it stopped holding the low
 -- watermark back). quiet edits dewiki (partition 1) at 19:55; partition 1 then looks quiet

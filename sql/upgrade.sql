@@ -230,14 +230,26 @@ CREATE FUNCTION pg_temp.statistics_object(stx oid) RETURNS text LANGUAGE sql AS 
 $$;
 -- What the update made of the statistics (the comparison below says only "same").
 SELECT x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x WHERE x.stxnamespace = 'lakehouse'::regnamespace;
-CREATE TEMP TABLE pipeline_upgraded AS
-  SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
+-- The sessions (0.14.0): a table in lakehouse (its columns, options, owner) behind a view
+-- in silver, which is not the extension's.
+CREATE FUNCTION pg_temp.pipeline_definitions() RETURNS TABLE (kind text, name text, definition text) LANGUAGE sql AS $$
+  SELECT 'index' AS kind, i.indexname::text AS name, i.indexdef AS definition FROM pg_indexes i
+   WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('lakehouse', 'editor_sessions'))
   UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
+  UNION ALL SELECT 'view', 'silver.editor_sessions', pg_get_viewdef(to_regclass('silver.editor_sessions'))
+  UNION ALL SELECT 'relation', c.oid::regclass::text,
+                   format('kind %s, options %s, owner %s, columns %s, comment %s, in the extension %s', c.relkind, c.reloptions, c.relowner::regrole,
+                          (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || coalesce(col_description(c.oid, a.attnum), '-'), ', ' ORDER BY a.attnum)
+                             FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                          obj_description(c.oid, 'pg_class'),
+                          EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'))
+     FROM pg_class c WHERE c.oid IN (to_regclass('lakehouse.editor_sessions'), to_regclass('silver.editor_sessions'))
   UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-   WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass) AND k.contype <> 'n'
+   WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass, to_regclass('lakehouse.editor_sessions')) AND k.contype <> 'n'
   UNION ALL SELECT 'statistics', x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x
-   WHERE x.stxnamespace IN ('lakehouse'::regnamespace, 'silver'::regnamespace, 'gold'::regnamespace);
+   WHERE x.stxnamespace IN ('lakehouse'::regnamespace, 'silver'::regnamespace, 'gold'::regnamespace)
+$$;
+CREATE TEMP TABLE pipeline_upgraded AS SELECT * FROM pg_temp.pipeline_definitions();
 -- Each partition now has its own watermark, from the newest time silver holds from it:
 -- partition 0 at 11:00; partition 1 had nothing admitted, so it starts without history:
 -- its next event at 10:55 is on time and the one after, at 10:30, is late by 10:55.
@@ -260,14 +272,7 @@ SELECT lakehouse.drop_recentchange_pipeline();
 -- A pipeline declared now has the same indexes and view as the upgraded one had.
 SELECT lakehouse.create_recentchange_pipeline('u');
 SELECT p.kind, p.name, p.definition = f.definition AS same_after_upgrade
-  FROM pipeline_upgraded p FULL JOIN (
-    SELECT 'index' AS kind, i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
-     WHERE (i.schemaname, i.tablename) IN (('lakehouse', 'gold_page_hour'), ('lakehouse', 'gold_hour_wiki'), ('lakehouse', 'gold_editor_day'), ('lakehouse', 'gold_minute'), ('silver', 'editor_sessions'))
-    UNION ALL SELECT 'view', 'gold.top_pages_hourly', pg_get_viewdef('gold.top_pages_hourly'::regclass)
-    UNION ALL SELECT 'constraint', k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k
-     WHERE k.conrelid IN ('lakehouse.gold_page_hour'::regclass, 'lakehouse.gold_minute'::regclass) AND k.contype <> 'n'
-    UNION ALL SELECT 'statistics', x.stxname, pg_temp.statistics_object(x.oid) FROM pg_statistic_ext x
-     WHERE x.stxnamespace IN ('lakehouse'::regnamespace, 'silver'::regnamespace, 'gold'::regnamespace)) f
+  FROM pipeline_upgraded p FULL JOIN pg_temp.pipeline_definitions() f
     ON f.kind = p.kind AND f.name = p.name
  ORDER BY 1, 2;
 SELECT lakehouse.drop_recentchange_pipeline();
@@ -332,9 +337,30 @@ SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name = 'gold_r
 -- Then to the current version, gold_hour_wiki owned by another role: the 0.11.0 update
 -- gives the statistics it adds the table's owner, and replaces gold.top_pages_hourly in
 -- place again (the user's view, the privileges and the ranks stay).
+-- The 0.14.0 update moves the sessions behind a view: they stay as they were, closed
+-- included (ivy's edit at 12:00, without a title so that the top pages stay, moves the
+-- watermark past the 10:30 sessions), and a role the operator let read them still can.
 ALTER TABLE lakehouse.gold_hour_wiki OWNER TO lakehouse_admin;
+SELECT one_row_batch(12, 0, 11, jsonb_build_object('meta', jsonb_build_object('id', '00000000-0000-4000-8000-000000000012', 'dt', '2020-01-01T12:00:00Z'),
+                                                   'type', 'edit', 'wiki', 'enwiki', 'user', 'ivy'));
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+CREATE ROLE regress_session_reader;
+GRANT SELECT ON silver.editor_sessions TO regress_session_reader;
+CREATE TEMP TABLE sessions_before AS SELECT * FROM silver.editor_sessions;
+SELECT count(*) FILTER (WHERE closed) AS closed, count(*) AS sessions FROM sessions_before;
 CREATE TEMP TABLE ranks_before AS SELECT array_agg(title || ' ' || rank ORDER BY rank) AS ranks FROM gold.top_pages_hourly;
 ALTER EXTENSION lakehouse UPDATE;
+SELECT c.relkind, (SELECT count(*) FROM ((TABLE sessions_before EXCEPT SELECT * FROM silver.editor_sessions)
+                                         UNION ALL (SELECT * FROM silver.editor_sessions EXCEPT TABLE sessions_before)) d) AS differences,
+       has_table_privilege('regress_session_reader', 'silver.editor_sessions', 'SELECT') AS reader_reads,
+       NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e') AS not_in_extension
+  FROM pg_class c WHERE c.oid = 'silver.editor_sessions'::regclass;
+-- Passes go on: ivy edits again at 12:10, which extends her session in place.
+SELECT one_row_batch(13, 0, 12, jsonb_build_object('meta', jsonb_build_object('id', '00000000-0000-4000-8000-000000000013', 'dt', '2020-01-01T12:10:00Z'),
+                                                   'type', 'edit', 'wiki', 'enwiki', 'user', 'ivy'));
+SELECT rows_out FROM lakehouse.refresh_silver('edits');
+SELECT session_start, session_end, edits, closed FROM silver.editor_sessions WHERE user_name = 'ivy';
+SELECT check_name, passed FROM lakehouse.run_checks() WHERE check_name IN ('gold_reconciles:edits', 'sessions_reconcile:edits') ORDER BY 1;
 SELECT x.stxname, x.stxowner::regrole AS owner FROM pg_statistic_ext x WHERE x.stxnamespace = 'lakehouse'::regnamespace;
 SELECT title, edits, rank FROM public.my_top_two ORDER BY rank;
 SELECT (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages_hourly) = b.ranks AS same_ranks,
@@ -344,6 +370,7 @@ SELECT (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages
   FROM ranks_before b;
 DROP VIEW public.my_top_two;
 SELECT lakehouse.drop_recentchange_pipeline();
+DROP ROLE regress_session_reader;
 DROP FUNCTION rc_page_batch(bigint, bigint, integer, text, text);
 DROP FUNCTION u_batch(bigint, integer, bigint, integer, integer), rc_batch(bigint, bigint, integer, text),
               one_row_batch(bigint, integer, bigint, jsonb);
