@@ -177,7 +177,17 @@ UPDATE bronze.rc SET ingested_at = now() - interval '3 days';
 SELECT (SELECT last_batch_id FROM lakehouse.silver_tables) AS silver_cursor,
        (SELECT array_agg(batch_id ORDER BY batch_id) FROM lakehouse.stream_progress) AS batches,
        (SELECT count(*) FROM bronze.rc) AS bronze_rows;
+-- It analyzes the pipeline's sessions and gold tables too (its step says so; up to 0.13.0
+-- it analyzed the sessions only).
+SET stats_fetch_consistency = none;
+CREATE TEMP TABLE analyzed_before AS
+  SELECT x.relid, x.analyze_count FROM pg_stat_user_tables x WHERE x.schemaname = 'lakehouse'
+     AND x.relname IN ('editor_sessions', 'gold_minute', 'gold_page_hour', 'gold_hour_wiki', 'gold_editor_day', 'gold_session_length_day');
 SELECT * FROM lakehouse.maintain(bronze_retention => '2 days');
+SELECT pg_stat_force_next_flush();
+SELECT x.relname, x.analyze_count > b.analyze_count AS analyzed
+  FROM pg_stat_user_tables x JOIN analyzed_before b USING (relid) ORDER BY 1;
+RESET stats_fetch_consistency;
 SELECT (SELECT array_agg(batch_id ORDER BY batch_id) FROM lakehouse.stream_progress) AS batches_kept,
        (SELECT array_agg(DISTINCT batch_id ORDER BY batch_id) FROM bronze.rc) AS bronze_batches_kept,
        (SELECT min(pass_id) FROM lakehouse.silver_progress) AS first_pass_kept,

@@ -9,11 +9,16 @@
 --   touches.
 -- - The sessions_reconcile check no longer counts sessions left open behind the watermark
 --   (none can be); maintain() analyzes the gold tables as its step always said.
--- A declared pipeline is moved here: the table keeps its rows, owner and privileges; the
--- view gets the table's owner and SELECT for whoever could read the table. A view of your
--- own that reads silver.editor_sessions' closed column makes the update fail (drop it
+-- A declared pipeline is moved here, under the registry row's lock and then the table's
+-- exclusive lock (readers of the sessions hold the update back; passes wait for it; a pass
+-- that had started before and waited fails once and is retried): the table keeps its rows,
+-- owner and privileges (fillfactor 75 applies to pages written from now on); the view gets
+-- the table's owner and SELECT for whoever could read the table. A view of your own that
+-- reads silver.editor_sessions' closed column makes the update fail with its name (drop it
 -- first and create it again afterwards); one that reads the other columns goes on reading
 -- them from lakehouse.editor_sessions.
+-- gold.top_pages_hourly's privileges, recorded by the 0.7.0 and 0.11.0 updates as initial
+-- ones (so that pg_dump left them out), are forgotten as such.
 -- The same definitions as in lakehouse--0.14.0.sql (the regress test `upgrade` compares them).
 \echo Use "ALTER EXTENSION lakehouse UPDATE TO '0.14.0'" to load this file. \quit
 
@@ -404,8 +409,12 @@ BEGIN
        -- Each merged session with the old one that starts where it does, if any.
        pair AS (SELECT m.*, o.id, coalesce((o.session_end, o.edits, o.bytes_changed) = (m.e, m.n, m.b), false) AS same
                   FROM merged m LEFT JOIN old o ON o.wiki = m.wiki AND o.user_name = m.user_name AND o.session_start = m.s),
+       -- By row address, as the delete: the ANY list makes it a TID scan whatever the
+       -- planner guesses of the pass's size (a join on ctid alone may hash the table).
        upd AS (UPDATE lakehouse.editor_sessions s SET session_end = p.e, edits = p.n, bytes_changed = p.b
-                 FROM pair p WHERE s.ctid = p.id AND NOT p.same
+                 FROM pair p
+                WHERE s.ctid = ANY (ARRAY(SELECT q.id FROM pair q WHERE q.id IS NOT NULL AND NOT q.same))
+                  AND s.ctid = p.id AND NOT p.same
                RETURNING 1),
        del AS (DELETE FROM lakehouse.editor_sessions s
                 WHERE s.ctid = ANY (ARRAY(SELECT o.id FROM old o WHERE NOT EXISTS (SELECT 1 FROM pair p WHERE p.id = o.id)))
@@ -746,6 +755,7 @@ DECLARE
   acl aclitem[];
   item record;
   owner regrole;
+  readers text;
 BEGIN
   PERFORM 1 FROM lakehouse.silver_tables s WHERE s.name = 'edits' FOR UPDATE;
   -- A table there is a pipeline's from before 0.14.0 (regclass text is resolved when
@@ -753,6 +763,21 @@ BEGIN
   IF (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass('silver.editor_sessions')) = 'r' THEN
     SELECT c.relacl, c.relowner::regrole INTO acl, owner FROM pg_catalog.pg_class c
      WHERE c.oid = pg_catalog.to_regclass('silver.editor_sessions');
+    -- Views of the user's own that read closed would hold the column back: named here, with
+    -- what to do, rather than by DROP COLUMN's own error.
+    SELECT pg_catalog.string_agg(DISTINCT r.ev_class::regclass::text, ', ') INTO readers
+      FROM pg_catalog.pg_depend d
+      JOIN pg_catalog.pg_rewrite r ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = r.oid
+      JOIN pg_catalog.pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+     WHERE d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass('silver.editor_sessions')
+       AND a.attname = 'closed';
+    IF readers IS NOT NULL THEN
+      RAISE EXCEPTION 'the update to 0.14.0 replaces column closed of silver.editor_sessions, which % read',
+                      readers
+        USING ERRCODE = 'dependent_objects_still_exist',
+              DETAIL = 'silver.editor_sessions becomes a view that works closed out from the low watermark of silver.edits; the sessions move to lakehouse.editor_sessions.',
+              HINT = 'Drop those views, run ALTER EXTENSION lakehouse UPDATE again, then create them again (silver.editor_sessions keeps its columns).';
+    END IF;
     DROP INDEX IF EXISTS silver.editor_sessions_open;
     ALTER TABLE silver.editor_sessions SET SCHEMA lakehouse;
     ALTER TABLE lakehouse.editor_sessions DROP COLUMN closed;
@@ -762,14 +787,15 @@ BEGIN
     COMMENT ON COLUMN lakehouse.editor_sessions.session_end IS NULL;
     COMMENT ON COLUMN lakehouse.editor_sessions.edits IS NULL;
     COMMENT ON COLUMN lakehouse.editor_sessions.bytes_changed IS NULL;
-    -- The view as _recentchange_create_gold makes it, then out of the extension: it is the
-    -- pipeline's.
+    -- The view as _recentchange_create_gold makes it, with the table's owner and readers.
+    -- Created inside this script, it is a member of the extension until the end of the
+    -- block, and GRANTs here are recorded as initial privileges (pg_dump would then leave
+    -- them out): leaving the extension last forgets them.
     CREATE VIEW silver.editor_sessions AS
       SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
              coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
                                         WHERE t.name = 'edits'), false) AS closed
         FROM lakehouse.editor_sessions s;
-    ALTER EXTENSION lakehouse DROP VIEW silver.editor_sessions;
     COMMENT ON VIEW silver.editor_sessions IS
       'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
     COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
@@ -785,6 +811,16 @@ BEGIN
                                 CASE WHEN item.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(item.grantee)) END,
                                 CASE WHEN item.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
+    ALTER EXTENSION lakehouse DROP VIEW silver.editor_sessions;
+  END IF;
+  -- The 0.7.0 and 0.11.0 updates granted on gold.top_pages_hourly after taking it out of the
+  -- extension, which recorded those grants as its initial privileges: pg_dump left them out.
+  -- In and out again forgets them.
+  IF pg_catalog.to_regclass('gold.top_pages_hourly') IS NOT NULL
+     AND EXISTS (SELECT 1 FROM pg_catalog.pg_init_privs i
+                  WHERE i.classoid = 'pg_catalog.pg_class'::regclass AND i.objoid = pg_catalog.to_regclass('gold.top_pages_hourly')) THEN
+    ALTER EXTENSION lakehouse ADD VIEW gold.top_pages_hourly;
+    ALTER EXTENSION lakehouse DROP VIEW gold.top_pages_hourly;
   END IF;
 END $upgrade$;
 

@@ -1070,8 +1070,12 @@ BEGIN
        -- Each merged session with the old one that starts where it does, if any.
        pair AS (SELECT m.*, o.id, coalesce((o.session_end, o.edits, o.bytes_changed) = (m.e, m.n, m.b), false) AS same
                   FROM merged m LEFT JOIN old o ON o.wiki = m.wiki AND o.user_name = m.user_name AND o.session_start = m.s),
+       -- By row address, as the delete: the ANY list makes it a TID scan whatever the
+       -- planner guesses of the pass's size (a join on ctid alone may hash the table).
        upd AS (UPDATE lakehouse.editor_sessions s SET session_end = p.e, edits = p.n, bytes_changed = p.b
-                 FROM pair p WHERE s.ctid = p.id AND NOT p.same
+                 FROM pair p
+                WHERE s.ctid = ANY (ARRAY(SELECT q.id FROM pair q WHERE q.id IS NOT NULL AND NOT q.same))
+                  AND s.ctid = p.id AND NOT p.same
                RETURNING 1),
        del AS (DELETE FROM lakehouse.editor_sessions s
                 WHERE s.ctid = ANY (ARRAY(SELECT o.id FROM old o WHERE NOT EXISTS (SELECT 1 FROM pair p WHERE p.id = o.id)))

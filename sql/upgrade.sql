@@ -344,17 +344,41 @@ ALTER TABLE lakehouse.gold_hour_wiki OWNER TO lakehouse_admin;
 SELECT one_row_batch(12, 0, 11, jsonb_build_object('meta', jsonb_build_object('id', '00000000-0000-4000-8000-000000000012', 'dt', '2020-01-01T12:00:00Z'),
                                                    'type', 'edit', 'wiki', 'enwiki', 'user', 'ivy'));
 SELECT rows_out FROM lakehouse.refresh_silver('edits');
+-- The sessions table belongs to lakehouse_admin, and two views of the user's own read it:
+-- one reads closed, which makes the update fail with its name; once it is dropped, the
+-- update goes through and the other view reads on.
 CREATE ROLE regress_session_reader;
 GRANT SELECT ON silver.editor_sessions TO regress_session_reader;
+ALTER TABLE silver.editor_sessions OWNER TO lakehouse_admin;
+CREATE VIEW public.my_open_sessions AS SELECT user_name FROM silver.editor_sessions WHERE NOT closed;
+CREATE VIEW public.my_session_edits AS SELECT user_name, edits FROM silver.editor_sessions;
 CREATE TEMP TABLE sessions_before AS SELECT * FROM silver.editor_sessions;
 SELECT count(*) FILTER (WHERE closed) AS closed, count(*) AS sessions FROM sessions_before;
 CREATE TEMP TABLE ranks_before AS SELECT array_agg(title || ' ' || rank ORDER BY rank) AS ranks FROM gold.top_pages_hourly;
+-- The 0.7.0 update recorded the view's privileges as initial ones (pg_dump leaves those out).
+SELECT count(*) AS top_pages_initial_privileges FROM pg_init_privs
+ WHERE classoid = 'pg_class'::regclass AND objoid = 'gold.top_pages_hourly'::regclass;
+\set VERBOSITY terse
+ALTER EXTENSION lakehouse UPDATE;
+\set VERBOSITY default
+SELECT extversion FROM pg_extension WHERE extname = 'lakehouse';
+DROP VIEW public.my_open_sessions;
 ALTER EXTENSION lakehouse UPDATE;
 SELECT c.relkind, (SELECT count(*) FROM ((TABLE sessions_before EXCEPT SELECT * FROM silver.editor_sessions)
                                          UNION ALL (SELECT * FROM silver.editor_sessions EXCEPT TABLE sessions_before)) d) AS differences,
        has_table_privilege('regress_session_reader', 'silver.editor_sessions', 'SELECT') AS reader_reads,
+       c.relowner::regrole AS owner,
        NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e') AS not_in_extension
   FROM pg_class c WHERE c.oid = 'silver.editor_sessions'::regclass;
+SELECT (SELECT count(*) FROM public.my_session_edits) = (SELECT count(*) FROM sessions_before) AS own_view_reads_on,
+       (SELECT count(*) FROM pg_init_privs WHERE classoid = 'pg_class'::regclass
+           AND objoid IN ('silver.editor_sessions'::regclass, 'gold.top_pages_hourly'::regclass)) AS initial_privileges;
+-- What regress_session_reader reads, as itself (with the schema's usage, as an operator
+-- would grant it).
+GRANT USAGE ON SCHEMA silver TO regress_session_reader;
+SET ROLE regress_session_reader;
+SELECT count(*) FILTER (WHERE closed) AS closed, count(*) AS sessions FROM silver.editor_sessions;
+RESET ROLE;
 -- Passes go on: ivy edits again at 12:10, which extends her session in place.
 SELECT one_row_batch(13, 0, 12, jsonb_build_object('meta', jsonb_build_object('id', '00000000-0000-4000-8000-000000000013', 'dt', '2020-01-01T12:10:00Z'),
                                                    'type', 'edit', 'wiki', 'enwiki', 'user', 'ivy'));
@@ -368,8 +392,9 @@ SELECT (SELECT array_agg(title || ' ' || rank ORDER BY rank) FROM gold.top_pages
        has_table_privilege('lakehouse_admin', 'gold.top_pages_hourly', 'SELECT') AS admin_reads,
        pg_get_viewdef('gold.top_pages_hourly'::regclass) LIKE '%LIMIT ( SELECT NULL::bigint AS int8)%' AS new_definition
   FROM ranks_before b;
-DROP VIEW public.my_top_two;
+DROP VIEW public.my_top_two, public.my_session_edits;
 SELECT lakehouse.drop_recentchange_pipeline();
+REVOKE USAGE ON SCHEMA silver FROM regress_session_reader;
 DROP ROLE regress_session_reader;
 DROP FUNCTION rc_page_batch(bigint, bigint, integer, text, text);
 DROP FUNCTION u_batch(bigint, integer, bigint, integer, integer), rc_batch(bigint, bigint, integer, text),
