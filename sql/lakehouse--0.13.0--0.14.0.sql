@@ -10,8 +10,9 @@
 -- - The sessions_reconcile check no longer counts sessions left open behind the watermark
 --   (none can be); maintain() analyzes the gold tables as its step always said.
 -- A declared pipeline is moved here, under the registry row's lock and then the table's
--- exclusive lock (readers of the sessions hold the update back; passes wait for it; a pass
--- that had started before and waited fails once and is retried): the table keeps its rows,
+-- exclusive lock (readers of the sessions hold the update back; passes wait for it; a
+-- refresh_silver() that had started before and waited fails once: the silver worker skips
+-- a held table instead of waiting): the table keeps its rows,
 -- owner and privileges (fillfactor 75 applies to pages written from now on); the view gets
 -- the table's owner and SELECT for whoever could read the table. A view of your own that
 -- reads silver.editor_sessions' closed column makes the update fail with its name (drop it
@@ -176,20 +177,7 @@ BEGIN
       bytes_changed bigint NOT NULL,
       PRIMARY KEY (wiki, user_name, session_start)) WITH (fillfactor = 75);
   COMMENT ON TABLE lakehouse.editor_sessions IS 'behind silver.editor_sessions; kept by the silver pass';
-  CREATE VIEW silver.editor_sessions AS
-    SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
-           coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
-                                      WHERE t.name = 'edits'), false) AS closed
-      FROM lakehouse.editor_sessions s;
-  COMMENT ON VIEW silver.editor_sessions IS
-    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
-  COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
-  COMMENT ON COLUMN silver.editor_sessions.user_name IS 'user name (or IP address for anonymous edits)';
-  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
-  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
-  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
-  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
-  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the low watermark of silver.edits has passed session_end + session_gap: no on-time edit can extend it';
+  PERFORM lakehouse._recentchange_sessions_view();
 
   CREATE TABLE lakehouse.gold_minute (
       minute timestamptz NOT NULL, wiki text NOT NULL, edits bigint NOT NULL, new_pages bigint NOT NULL,
@@ -748,6 +736,31 @@ BEGIN
   step := 'prune'; detail := pg_catalog.format('check_results: %s rows', n); RETURN NEXT;
 END $_$;
 
+CREATE FUNCTION lakehouse._recentchange_sessions_view() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  -- silver.editor_sessions over lakehouse.editor_sessions, closed worked out from the low
+  -- watermark of silver.edits as it stands; made by _recentchange_create_gold and by the
+  -- 0.14.0 update (which gives it the owner and readers of the table it replaces).
+  CREATE VIEW silver.editor_sessions AS
+    SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
+           coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
+                                      WHERE t.name = 'edits'), false) AS closed
+      FROM lakehouse.editor_sessions s;
+  COMMENT ON VIEW silver.editor_sessions IS
+    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
+  COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
+  COMMENT ON COLUMN silver.editor_sessions.user_name IS 'user name (or IP address for anonymous edits)';
+  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
+  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
+  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
+  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
+  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the low watermark of silver.edits has passed session_end + session_gap: no on-time edit can extend it';
+END $$;
+REVOKE ALL ON FUNCTION lakehouse._recentchange_sessions_view() FROM PUBLIC;
+
 -- A declared pipeline: its registry row first, as a pass takes it, so that a running pass
 -- finishes with the old functions and the next waits for this update.
 DO $upgrade$
@@ -791,20 +804,7 @@ BEGIN
     -- Created inside this script, it is a member of the extension until the end of the
     -- block, and GRANTs here are recorded as initial privileges (pg_dump would then leave
     -- them out): leaving the extension last forgets them.
-    CREATE VIEW silver.editor_sessions AS
-      SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
-             coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
-                                        WHERE t.name = 'edits'), false) AS closed
-        FROM lakehouse.editor_sessions s;
-    COMMENT ON VIEW silver.editor_sessions IS
-      'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
-    COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
-    COMMENT ON COLUMN silver.editor_sessions.user_name IS 'user name (or IP address for anonymous edits)';
-    COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
-    COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
-    COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
-    COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
-    COMMENT ON COLUMN silver.editor_sessions.closed IS 'the low watermark of silver.edits has passed session_end + session_gap: no on-time edit can extend it';
+    PERFORM lakehouse._recentchange_sessions_view();
     EXECUTE pg_catalog.format('ALTER VIEW silver.editor_sessions OWNER TO %s', owner);
     FOR item IN SELECT * FROM pg_catalog.aclexplode(acl) x WHERE x.privilege_type = 'SELECT' AND x.grantee <> owner::oid LOOP
       EXECUTE pg_catalog.format('GRANT SELECT ON silver.editor_sessions TO %s%s',

@@ -835,20 +835,7 @@ BEGIN
       bytes_changed bigint NOT NULL,
       PRIMARY KEY (wiki, user_name, session_start)) WITH (fillfactor = 75);
   COMMENT ON TABLE lakehouse.editor_sessions IS 'behind silver.editor_sessions; kept by the silver pass';
-  CREATE VIEW silver.editor_sessions AS
-    SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
-           coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
-                                      WHERE t.name = 'edits'), false) AS closed
-      FROM lakehouse.editor_sessions s;
-  COMMENT ON VIEW silver.editor_sessions IS
-    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
-  COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
-  COMMENT ON COLUMN silver.editor_sessions.user_name IS 'user name (or IP address for anonymous edits)';
-  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
-  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
-  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
-  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
-  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the low watermark of silver.edits has passed session_end + session_gap: no on-time edit can extend it';
+  PERFORM lakehouse._recentchange_sessions_view();
 
   CREATE TABLE lakehouse.gold_minute (
       minute timestamptz NOT NULL, wiki text NOT NULL, edits bigint NOT NULL, new_pages bigint NOT NULL,
@@ -1114,6 +1101,32 @@ BEGIN
          edits = g.edits + excluded.edits;
 
   RETURN NULL;
+END $$;
+
+-- function lakehouse._recentchange_sessions_view()
+
+CREATE FUNCTION lakehouse._recentchange_sessions_view() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  -- silver.editor_sessions over lakehouse.editor_sessions, closed worked out from the low
+  -- watermark of silver.edits as it stands; made by _recentchange_create_gold and by the
+  -- 0.14.0 update (which gives it the owner and readers of the table it replaces).
+  CREATE VIEW silver.editor_sessions AS
+    SELECT s.wiki, s.user_name, s.session_start, s.session_end, s.edits, s.bytes_changed,
+           coalesce(s.session_end < (SELECT t.low_watermark - t.session_gap FROM lakehouse.silver_tables t
+                                      WHERE t.name = 'edits'), false) AS closed
+      FROM lakehouse.editor_sessions s;
+  COMMENT ON VIEW silver.editor_sessions IS
+    'per wiki and user, consecutive edits with gaps of at most lakehouse.session_gap; kept by each silver pass over silver.edits';
+  COMMENT ON COLUMN silver.editor_sessions.wiki IS 'wiki database name';
+  COMMENT ON COLUMN silver.editor_sessions.user_name IS 'user name (or IP address for anonymous edits)';
+  COMMENT ON COLUMN silver.editor_sessions.session_start IS 'event time of the first edit';
+  COMMENT ON COLUMN silver.editor_sessions.session_end IS 'event time of the last edit';
+  COMMENT ON COLUMN silver.editor_sessions.edits IS 'edits (and page creations) in the session';
+  COMMENT ON COLUMN silver.editor_sessions.bytes_changed IS 'sum over its edits of |length_new - length_old|';
+  COMMENT ON COLUMN silver.editor_sessions.closed IS 'the low watermark of silver.edits has passed session_end + session_gap: no on-time edit can extend it';
 END $$;
 
 -- function lakehouse._recentchange_top_pages_view()
@@ -2815,6 +2828,10 @@ REVOKE ALL ON FUNCTION lakehouse._recentchange_create_gold() FROM PUBLIC;
 -- acl lakehouse.FUNCTION _recentchange_on_admit()
 
 REVOKE ALL ON FUNCTION lakehouse._recentchange_on_admit() FROM PUBLIC;
+
+-- acl lakehouse.FUNCTION _recentchange_sessions_view()
+
+REVOKE ALL ON FUNCTION lakehouse._recentchange_sessions_view() FROM PUBLIC;
 
 -- acl lakehouse.FUNCTION _recentchange_top_pages_view()
 
