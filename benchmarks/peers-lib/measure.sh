@@ -27,6 +27,31 @@ meter_stop() {
   fi
 }
 
+# perf_start NAME / perf_stop: with --perf DIR, a system-wide `perf record -g` from start to
+# stop into DIR/NAME.data, then DIR/NAME.md: CPU per process and what the stream worker and
+# the backends did (perf_breakdown.py). Without --perf both do nothing.
+perf_hz=299
+perf_pid= perf_name=
+perf_start() {
+  [ -n "${perf_dir:-}" ] || return 0
+  perf_name=$1
+  perf record -a -g -F "$perf_hz" -o "$perf_dir/$1.data" >"$perf_dir/$1.log" 2>&1 &
+  perf_pid=$!
+  sleep 0.5   # perf opens its counters on every core before the sink starts
+}
+perf_stop() {
+  [ -n "$perf_pid" ] || return 0
+  kill -INT "$perf_pid" 2>/dev/null || true
+  wait "$perf_pid" 2>/dev/null || true
+  perf_pid=
+  if perf script -i "$perf_dir/$perf_name.data" -F comm,tid,ip,sym 2>/dev/null \
+      | python3 "$KIT/perf_breakdown.py" --freq "$perf_hz" >"$perf_dir/$perf_name.md"; then
+    lh_say "perf: $perf_name: $perf_dir/$perf_name.md"
+  else
+    lh_say "perf: $perf_name: no breakdown (see $perf_dir/$perf_name.log)"
+  fi
+}
+
 # meter_ticks FILE GROUP T: the group's cumulative CPU ticks at unix time T, interpolated
 # between the samples around it.
 meter_ticks() {

@@ -115,7 +115,7 @@ sink_stop() {
   esac
   sink_pid= sink_name=
 }
-peer_stop_all() { meter_stop; if [ -n "$sink_name" ]; then sink_stop "${sink_tag:-}" 2>/dev/null; fi; return 0; }
+peer_stop_all() { meter_stop; perf_stop; if [ -n "$sink_name" ]; then sink_stop "${sink_tag:-}" 2>/dev/null; fi; return 0; }
 
 # sink_rows SINK TAG: rows visible so far, cheaply (it is polled while the sink works, on
 # the same cores): a Postgres table's highest offset per partition through its primary key
@@ -215,14 +215,15 @@ sink_benchmark() {
   local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows first t0 t1
   local rate cpu sys seq r t_start t_end p50 p95 p99 pmax n top
   # A failed phase stops the sink and the meter before the failure is reported.
-  abandon() { sink_stop "$1"; meter_stop; return 1; }
+  abandon() { perf_stop; sink_stop "$1"; meter_stop; return 1; }
   lh_say "--- $s: backlog of $events events"
   sink_tag=$tag
+  perf_start "$s-run$run"
   sink_start "$s" backlog "$tag"
   # shellcheck disable=SC2046
   meter_start "$m" $(sink_meter_groups)
   wait_count "$s backlog" "$events" "$(patience)" sink_rows "$s" "$tag" || abandon "$tag" || return 1
-  sink_stop "$tag"; meter_stop
+  perf_stop; sink_stop "$tag"; meter_stop
   check_delivered "$s" "$tag" "$events" || return 1
   read -r rows first t0 t1 <<<"$(sink_stats "$s" "$tag")"
   read -r -a sys <<<"$(sink_system_groups "$s")"
@@ -319,11 +320,12 @@ copy_ceiling() {
   sql "COPY $src (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) TO '$dir/bronze.bin' (FORMAT binary)"
   sql "CREATE TABLE public.copy_ceiling (LIKE $src INCLUDING ALL)"
   sql "CHECKPOINT"
+  perf_start "copy-run$run"
   meter_start "$m" "pg=$postmaster"
   t0=$(now)
   sql "COPY public.copy_ceiling (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) FROM '$dir/bronze.bin' (FORMAT binary)"
   t1=$(now)
-  sleep 0.3; meter_stop
+  sleep 0.3; meter_stop; perf_stop
   rows=$(sql "SELECT count(*) FROM public.copy_ceiling")
   fig copy rows_per_s "$(calc '%.0f' "$rows / ($t1 - $t0)")"
   fig copy cpu_s_per_m "$(calc '%.1f' "$(meter_cpu_seconds "$m" "$t0" "$t1" pg) / ($rows / 1000000)")"

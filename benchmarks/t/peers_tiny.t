@@ -53,6 +53,35 @@ ticks=$(awk '$2 == "spin" {t = $3} END {print t + 0}' "$scratch/meter")
 check "proc_meter counts a child's CPU: $ticks ticks of the 100 it used" test "$ticks" -ge 80 -a "$ticks" -le 120
 check "proc_meter sees the child while it runs" test -n "$(awk '$2 == "spin" && $6 > 0 {print; exit}' "$scratch/meter")"
 
+# --- perf_breakdown.py on `perf script` text made up here (sampled at 1 Hz, so a sample is
+# a second): each sample goes to its process by stack and name, and to the first category
+# whose function is on its stack; the idle loop is left out.
+printf '%b' \
+  'postgres 100\n\t1 jsonb_recv+0x10\n\t2 CopyFrom\n\t3 lakehouse_stream_main\n\n' \
+  'postgres 100\n\t1 json_lex\n\t2 jsonb_recv\n\t3 CopyFrom\n\t4 lakehouse_stream_main\n\n' \
+  'postgres 100\n\t1 clear_page_erms\n\t2 shmem_fault\n\t3 mdextend\n\t4 CopyFrom\n\t5 lakehouse_stream_main\n\n' \
+  'postgres 200\n\t1 pq_getbytes\n\t2 CopyFrom\n\t3 PostgresMain\n\n' \
+  'postgres 300\n\t1 XLogFlush\n\t2 CheckpointerMain\n\n' \
+  'python 400\n\t1 [unknown]\n\n' 'python 400\n\t1 [unknown]\n\n' \
+  'rdk:broker1 101\n\t1 LZ4_decompress_safe\n\n' \
+  'C1 CompilerThre 500\n\t1 [unknown]\n\n' \
+  'swapper 0\n\t1 default_idle\n\n' 'swapper 0\n\t1 default_idle\n\n' >"$scratch/perf.txt"
+breakdown=$(python3 "$kit/perf_breakdown.py" --freq 1 "$scratch/perf.txt" 2>&1 || true)
+for row in '| lakehouse stream worker (main thread) | 3.00 |' '| python | 2.00 |' \
+    '| Postgres backend (a client'"'"'s session) | 1.00 |' \
+    '| Postgres helpers (checkpointer, WAL writer, background writer, ...) | 1.00 |' \
+    '| librdkafka threads (the worker'"'"'s or a client'"'"'s) | 1.00 |' '| C1 CompilerThre | 1.00 |' \
+    '| jsonb input (parse, build, sort keys) | 66.7 % | 2.00 |' \
+    '| first touch of shared_buffers pages (kernel zeroing them) | 33.3 % | 1.00 |' \
+    '| client protocol (reading COPY data from the socket) | 100.0 % | 1.00 |'; do
+  check "perf_breakdown: $row" grep -qF -- "$row" <<<"$breakdown"
+done
+check "perf_breakdown: the idle loop is not a process" bash -c '! grep -q "idle\|swapper" <<<"$1"' _ "$breakdown"
+set +e
+out=$(python3 "$kit/perf_breakdown.py" --freq 0 "$scratch/perf.txt" 2>&1); rc=$?
+set -e
+check "perf_breakdown: --freq 0 is refused" contains "freq must be positive" "$rc $out"
+
 # --- the report: ratios within a run, ranges across runs, verdicts that can say missed
 cat >"$scratch/figures.tsv" <<'TSV'
 1	lakehouse	rows_per_s	30000
@@ -135,7 +164,7 @@ check "delivery check: the Spark output's repeat is named" contains "holds 50 ro
 
 # --- a tiny run of everything
 set +e
-"$peers" --tiny --dir "$scratch/run" --figures "$scratch/tiny.tsv" >"$scratch/run.log" 2>&1
+"$peers" --tiny --dir "$scratch/run" --figures "$scratch/tiny.tsv" --perf "$scratch/perf" >"$scratch/run.log" 2>&1
 rc=$?
 set -e
 ok "$rc" "benchmarks/peers --tiny runs every sink, both producers and kcat"
@@ -145,6 +174,10 @@ for s in lakehouse python connect spark10 sparkfast; do
   is "$n" 2 "$s: a freshness figure at both rates, over every event of each window"
 done
 check "copy: the ceiling copied lakehouse's 3000 rows" grep -q '^peers: copy: 3000 rows' "$scratch/run.log"
+# --perf: a profile of each sink's backlog and of the COPY, each turned into its table.
+for s in lakehouse copy python connect spark10 sparkfast; do
+  check "--perf: $s's backlog profiled and broken down" grep -qF '| process | CPU s |' "$scratch/perf/$s-run1.md"
+done
 for p in lakehouse-producer python-producer kcat; do
   check "$p: published every event" grep -qE "^peers: $p: [0-9]+ events/s" "$scratch/run.log"
 done
