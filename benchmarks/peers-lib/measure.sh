@@ -27,6 +27,29 @@ meter_stop() {
   fi
 }
 
+# settle_freed_memory: waits until memory freed by dropping tables or files is a minute old.
+# On the machine this kit was written on (a Firecracker guest), a page the guest kernel freed
+# seconds ago is cheap to use again and one freed longer ago is not: writing 2 GB to a file
+# took 1.3 to 4.6 s within seconds of deleting another, 11.8 s 15 s after, 18 to 21 s from 30 s
+# on. A sink's heap grows through the page cache (PostgreSQL 15 writes every new block of a
+# table as zeros first), so the sink that happened to start right after another's tables
+# were dropped grew its table at about half the cost (perf, 2026-12-03: the Python sink's
+# backend, third after COPY's drops, 5.7 to 8.0 s per million rows in heap extension, the
+# stream worker and COPY 11.7 to 15.5 s; run first, the Python sink took 13.6 s). Every
+# phase that writes a table now starts at least settle_seconds after the last drop, in the
+# state the machine is in most of the time. note_freed marks a drop.
+settle_seconds=60
+freed_at=0
+note_freed() { freed_at=$(now); }
+settle_freed_memory() {
+  local left
+  left=$(calc '%.1f' "$freed_at + $settle_seconds - $(now)")
+  if [ "$(calc '%d' "($left > 0)")" = 1 ]; then
+    lh_say "waiting ${left}s: memory freed by the last drop must be ${settle_seconds}s old (measure.sh)"
+    sleep "$left"
+  fi
+}
+
 # perf_start NAME / perf_stop: with --perf DIR, a system-wide `perf record -g` from start to
 # stop into DIR/NAME.data, then DIR/NAME.md: CPU per process and what the stream worker and
 # the backends did (perf_breakdown.py). Without --perf both do nothing.

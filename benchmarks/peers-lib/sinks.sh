@@ -187,6 +187,7 @@ sink_drop() {
     spark*) rm -rf "$dir/spark/$2" ;;
     *) sql "SET client_min_messages = warning; DROP TABLE IF EXISTS $(sink_table "$1" "$2") CASCADE; DROP TABLE IF EXISTS $(sink_table "$1" "$2")_offsets" ;;
   esac
+  note_freed
 }
 
 # How long a sink may show no progress before it counts as stuck (a JVM's start included).
@@ -218,6 +219,7 @@ sink_benchmark() {
   abandon() { perf_stop; sink_stop "$1"; meter_stop; return 1; }
   lh_say "--- $s: backlog of $events events"
   sink_tag=$tag
+  settle_freed_memory
   perf_start "$s-run$run"
   sink_start "$s" backlog "$tag"
   # shellcheck disable=SC2046
@@ -248,6 +250,7 @@ sink_benchmark() {
   lh_say "--- $s: freshness at ${rate_list[*]} events/s for ${seconds}s each"
   "$KAFKA" create-topic "$dir/kafka" "$ftag" "$partitions" >/dev/null
   sink_tag=$ftag
+  settle_freed_memory
   sink_start "$s" "$ftag" "$ftag"
   # shellcheck disable=SC2046
   meter_start "$m.f" $(sink_meter_groups)
@@ -320,6 +323,7 @@ copy_ceiling() {
   sql "COPY $src (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) TO '$dir/bronze.bin' (FORMAT binary)"
   sql "CREATE TABLE public.copy_ceiling (LIKE $src INCLUDING ALL)"
   sql "CHECKPOINT"
+  settle_freed_memory
   perf_start "copy-run$run"
   meter_start "$m" "pg=$postmaster"
   t0=$(now)
@@ -332,7 +336,7 @@ copy_ceiling() {
   lh_say "copy: $rows rows in $(calc '%.2f' "$t1 - $t0") s"
   sql "DROP TABLE public.copy_ceiling"
   sink_drop lakehouse "$lakehouse_tag"; lakehouse_tag=
-  rm -f "$dir/bronze.bin"
+  rm -f "$dir/bronze.bin"; note_freed
   sql "CHECKPOINT"
 }
 
@@ -353,6 +357,7 @@ producer_benchmark() {
     lh_say "generating $events recentchange events for the producers"
     "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
   fi
+  settle_freed_memory
   if [ ! -f "$keyed" ]; then
     # "wiki<TAB>event" per line for kcat -K (a JSON line holds no raw tab); made before the
     # timed part. Every generated event has a top-level "wiki".

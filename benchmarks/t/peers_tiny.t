@@ -82,6 +82,17 @@ out=$(python3 "$kit/perf_breakdown.py" --freq 0 "$scratch/perf.txt" 2>&1); rc=$?
 set -e
 check "perf_breakdown: --freq 0 is refused" contains "freq must be positive" "$rc $out"
 
+# --- settle_freed_memory waits until the last drop is settle_seconds old, and only then.
+settle_took() {  # settle_took MARK(0/1): seconds settle_freed_memory took, settle_seconds 1
+  ( lh_say() { :; }; KIT=$kit; . "$kit/measure.sh"; settle_seconds=1
+    [ "$1" = 0 ] || note_freed
+    t0=$(now); settle_freed_memory; calc '%.2f' "$(now) - $t0" )
+}
+took=$(settle_took 1)
+check "settle_freed_memory waits after a drop (${took}s of 1 s)" awk -v t="$took" 'BEGIN { exit !(t >= 0.9 && t < 3) }'
+took=$(settle_took 0)
+check "settle_freed_memory does not wait without a drop (${took}s)" awk -v t="$took" 'BEGIN { exit !(t < 0.5) }'
+
 # --- the report: ratios within a run, ranges across runs, verdicts that can say missed
 cat >"$scratch/figures.tsv" <<'TSV'
 1	lakehouse	rows_per_s	30000
