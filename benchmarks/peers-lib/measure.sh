@@ -50,9 +50,10 @@ settle_freed_memory() {
   fi
 }
 
-# perf_start NAME / perf_stop: with --perf DIR, a system-wide `perf record -g` from start to
-# stop into DIR/NAME.data, then DIR/NAME.md: CPU per process and what the stream worker and
-# the backends did (perf_breakdown.py). Without --perf both do nothing.
+# perf_start NAME / perf_stop / perf_report: with --perf DIR, a system-wide `perf record -g`
+# from start to stop into DIR/NAME.data; perf_report, once the sink and the meter have
+# stopped (it takes CPU), writes DIR/NAME.md: CPU per process and what the stream worker and
+# the backends did (perf_breakdown.py). Without --perf all three do nothing.
 perf_hz=299
 perf_pid= perf_name=
 perf_start() {
@@ -61,18 +62,28 @@ perf_start() {
   perf record -a -g -F "$perf_hz" -o "$perf_dir/$1.data" >"$perf_dir/$1.log" 2>&1 &
   perf_pid=$!
   sleep 0.5   # perf opens its counters on every core before the sink starts
+  if ! kill -0 "$perf_pid" 2>/dev/null; then
+    perf_pid=
+    lh_die "perf record stopped at once: $(tail -n 3 "$perf_dir/$1.log" | tr '\n' ' ')"
+  fi
 }
 perf_stop() {
   [ -n "$perf_pid" ] || return 0
   kill -INT "$perf_pid" 2>/dev/null || true
   wait "$perf_pid" 2>/dev/null || true
   perf_pid=
-  if perf script -i "$perf_dir/$perf_name.data" -F comm,tid,ip,sym 2>/dev/null \
-      | python3 "$KIT/perf_breakdown.py" --freq "$perf_hz" >"$perf_dir/$perf_name.md"; then
+}
+perf_report() {
+  [ -n "$perf_name" ] || return 0
+  if perf script -i "$perf_dir/$perf_name.data" -F comm,pid,tid,ip,sym 2>>"$perf_dir/$perf_name.log" \
+      | python3 "$KIT/perf_breakdown.py" --freq "$perf_hz" >"$perf_dir/$perf_name.md" 2>>"$perf_dir/$perf_name.log"; then
     lh_say "perf: $perf_name: $perf_dir/$perf_name.md"
   else
+    rm -f "$perf_dir/$perf_name.md"
     lh_say "perf: $perf_name: no breakdown (see $perf_dir/$perf_name.log)"
   fi
+  perf_name=
+  note_freed   # perf script and python freed what they held
 }
 
 # meter_ticks FILE GROUP T: the group's cumulative CPU ticks at unix time T, interpolated

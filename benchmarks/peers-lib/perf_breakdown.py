@@ -1,94 +1,114 @@
 #!/usr/bin/env python3
-"""perf_breakdown.py: where a sink's CPU went, from `perf script` output of a system-wide
-`perf record -g` (benchmarks/peers --perf).
+"""perf_breakdown.py: where a sink's CPU went, from `perf script -F comm,pid,tid,ip,sym`
+output of a system-wide `perf record -g` (benchmarks/peers --perf).
 
-Each sample is given to a process role by its call stack and command name (the lakehouse
-stream worker, a Postgres backend, Postgres's own helpers, librdkafka's threads, Python, the
-JVMs, the kernel's idle loop), and a Postgres sample also to what it was doing: the first
-matching entry of CATEGORIES, looked for anywhere in the stack, so that a sample inside
-COPY's relation extension counts there and not as "COPY's other work". Seconds are samples
-over the sampling frequency (per core), so roles can be compared with each other and with
-the sink's wall time.
+Samples are grouped by process (pid). A Postgres process is the lakehouse stream worker when
+any of its samples has lakehouse_stream_main on the stack, a backend when any has
+PostgresMain, and one of Postgres's own helpers otherwise; judging the whole process, not
+each sample, keeps the worker's samples whose stack could not be unwound (librdkafka has no
+frame pointers) with the worker. librdkafka's threads (named rdk:*) are listed apart. Any
+other process (a JVM, Python, the load generator) is one row named by its pid and its
+busiest thread names, so the Kafka broker and a Spark or Connect JVM are told apart. For the
+stream worker and the backends, each sample is also given to what it was doing: the first
+entry of CATEGORIES whose functions are on its stack, so that a sample inside COPY's heap
+extension counts there and not as "COPY's other work". Seconds are samples over the
+sampling frequency (per core). The kernel's idle loop is left out.
 
-Reads the `perf script -F comm,tid,ip,sym` text on standard input or from a file.
+Exits 1 when the input holds no sample (perf recorded nothing, or its output was lost).
 """
 import argparse
 import collections
 import sys
 
-# (label, functions): the first whose function is on the stack takes the sample.
+CLEAR_PAGE = {"clear_page_erms", "clear_page_rep", "clear_page_orig"}
+
+# (label, test of the set of functions on a sample's stack): the first that holds takes it.
 CATEGORIES = [
-    ("first touch of shared_buffers pages (kernel zeroing them)", {"shmem_fault"}),
-    ("heap extension: a page of zeros written per new block (mdextend)", {"mdextend"}),
-    ("jsonb input (parse, build, sort keys)", {"jsonb_recv", "jsonb_in"}),
-    ("commit (WAL write and flush)", {"XLogFlush", "RecordTransactionCommit"}),
-    ("lakehouse's screening and COPY encoding", {"lh_message_problem", "lh_sink_add", "lh_sink_begin"}),
-    ("librdkafka calls on the worker's thread", {"rd_kafka_consume_batch_queue", "rd_kafka_consume_queue",
-                                                 "rd_kafka_consumer_poll", "rd_kafka_message_destroy",
-                                                 "rd_kafka_queue_poll", "rd_kafka_poll"}),
-    ("client protocol (reading COPY data from the socket)", {"CopyGetData", "pq_getbytes", "pq_getmessage",
-                                                            "pq_recvbuf", "secure_read"}),
-    ("COPY's other work (rows, tuples, heap and index inserts, WAL records)", {"CopyFrom"}),
+    ("first touch of shared_buffers pages (kernel zeroing them)",
+     lambda f: "shmem_fault" in f and bool(f & CLEAR_PAGE)),
+    ("heap extension: a page of zeros written per new block (mdextend)", lambda f: "mdextend" in f),
+    ("jsonb input (parse, build, sort keys)", lambda f: bool(f & {"jsonb_recv", "jsonb_in"})),
+    ("commit (WAL write and flush)", lambda f: bool(f & {"XLogFlush", "RecordTransactionCommit"})),
+    ("lakehouse's screening and COPY encoding",
+     lambda f: bool(f & {"lh_message_problem", "lh_sink_add", "lh_sink_begin"})),
+    ("librdkafka calls on the worker's thread", lambda f: any(x.startswith("rd_kafka_") for x in f)),
+    ("client protocol (reading COPY data from the socket)",
+     lambda f: bool(f & {"CopyGetData", "pq_getbytes", "pq_getmessage", "pq_recvbuf", "secure_read"})),
+    ("COPY's other work (rows, tuples, heap and index inserts, WAL records)", lambda f: "CopyFrom" in f),
 ]
-
-
-def role_of(comm, stack):
-    if "lakehouse_stream_main" in stack:
-        return "lakehouse stream worker (main thread)"
-    if comm.startswith("rdk:"):
-        return "librdkafka threads (the worker's or a client's)"
-    if "PostgresMain" in stack:
-        return "Postgres backend (a client's session)"
-    if comm == "postgres":
-        return "Postgres helpers (checkpointer, WAL writer, background writer, ...)"
-    if comm == "swapper":
-        return "idle"
-    if comm.startswith("python"):
-        return "python"
-    return comm
+WORKER = "lakehouse stream worker"
+BACKEND = "Postgres backend (a client's session)"
+HELPERS = "Postgres helpers (checkpointer, WAL writer, background writer, ...)"
+RDKAFKA = "librdkafka threads (the worker's or a client's)"
 
 
 def read_samples(lines):
-    """Yields (comm, [functions, leaf first]) per sample of `perf script -F comm,tid,ip,sym`."""
-    comm, stack = None, []
+    """Yields (comm, pid, set of functions on the stack) per sample."""
+    comm = pid = None
+    stack = set()
     for line in lines:
-        if not line.strip():
+        if not line.strip() or line.startswith("#"):
             continue
         if not line[0].isspace():
             if comm is not None:
-                yield comm, stack
+                yield comm, pid, stack
+            # "comm pid/tid": the command name may hold spaces; pid/tid is the last field.
             fields = line.split()
-            # "comm tid": the command name may hold spaces; the tid is the last field.
-            comm, stack = " ".join(fields[:-1]) if len(fields) > 1 else fields[0], []
-        else:
+            comm, pid, stack = " ".join(fields[:-1]), fields[-1].split("/")[0], set()
+        elif comm is not None:
             fields = line.split(None, 1)
             if len(fields) == 2:
-                stack.append(fields[1].split("+")[0].strip())
+                stack.add(fields[1].split("+")[0].strip())
     if comm is not None:
-        yield comm, stack
+        yield comm, pid, stack
 
 
 def breakdown(samples, freq):
-    roles = collections.Counter()
+    samples = list(samples)
+    if not samples:
+        return None
+    # What each Postgres process is, from all of its samples.
+    pg_kind = {}
+    for comm, pid, funcs in samples:
+        if comm == "postgres":
+            if "lakehouse_stream_main" in funcs:
+                pg_kind[pid] = WORKER
+            elif "PostgresMain" in funcs and pg_kind.get(pid) != WORKER:
+                pg_kind[pid] = BACKEND
+    rows = collections.Counter()
+    threads = collections.defaultdict(collections.Counter)
     work = collections.defaultdict(collections.Counter)
-    for comm, stack in samples:
-        on_stack = set(stack)
-        role = role_of(comm, on_stack)
-        roles[role] += 1
-        if role.startswith(("lakehouse stream worker", "Postgres backend")):
-            for label, functions in CATEGORIES:
-                if on_stack & functions:
+    for comm, pid, funcs in samples:
+        if comm == "swapper":
+            continue
+        if comm == "postgres":
+            role = pg_kind.get(pid, HELPERS)
+        elif comm.startswith("rdk:"):
+            role = RDKAFKA
+        else:
+            role = "pid " + pid
+            threads[role][comm] += 1
+        rows[role] += 1
+        if role in (WORKER, BACKEND):
+            for label, holds in CATEGORIES:
+                if holds(funcs):
                     work[role][label] += 1
                     break
             else:
                 work[role]["other"] += 1
+
+    def name(role):
+        if role in threads:
+            return f"{role} ({', '.join(c for c, _ in threads[role].most_common(3))})"
+        return role
+
     out = ["| process | CPU s |", "|---|---|"]
-    busy = [(role, n) for role, n in roles.most_common() if role != "idle"]
-    for role, n in busy[:12]:
-        out.append(f"| {role} | {n / freq:.2f} |")
-    rest = sum(n for _, n in busy[12:])
+    ranked = rows.most_common()
+    for role, n in ranked[:12]:
+        out.append(f"| {name(role)} | {n / freq:.2f} |")
+    rest = sum(n for _, n in ranked[12:])
     if rest:
-        out.append(f"| {len(busy) - 12} other processes | {rest / freq:.2f} |")
+        out.append(f"| {len(ranked) - 12} other processes | {rest / freq:.2f} |")
     for role in sorted(work):
         total = sum(work[role].values())
         out += ["", f"{role}, {total / freq:.2f} CPU s:", "", "| what | share | CPU s |", "|---|---|---|"]
@@ -107,7 +127,10 @@ def main():
     if args.freq <= 0:
         p.error("--freq must be positive")
     with (open(args.script) if args.script else sys.stdin) as f:
-        print(breakdown(read_samples(f), args.freq))
+        table = breakdown(read_samples(f), args.freq)
+    if table is None:
+        sys.exit("perf_breakdown: no samples in the input")
+    print(table)
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ sink_stop() {
       fi ;;
   esac
   sink_pid= sink_name=
+  note_freed   # the sink's processes (or the stream worker) gave their memory back
 }
 peer_stop_all() { meter_stop; perf_stop; if [ -n "$sink_name" ]; then sink_stop "${sink_tag:-}" 2>/dev/null; fi; return 0; }
 
@@ -225,7 +226,7 @@ sink_benchmark() {
   # shellcheck disable=SC2046
   meter_start "$m" $(sink_meter_groups)
   wait_count "$s backlog" "$events" "$(patience)" sink_rows "$s" "$tag" || abandon "$tag" || return 1
-  perf_stop; sink_stop "$tag"; meter_stop
+  perf_stop; sink_stop "$tag"; meter_stop; perf_report
   check_delivered "$s" "$tag" "$events" || return 1
   read -r rows first t0 t1 <<<"$(sink_stats "$s" "$tag")"
   read -r -a sys <<<"$(sink_system_groups "$s")"
@@ -243,7 +244,7 @@ sink_benchmark() {
   fig "$s" system_mib "$(meter_peak "$m" system "${sys[@]}")"
   # copy_ceiling copies lakehouse's rows, then drops them.
   if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; else sink_drop "$s" "$tag"; fi
-  sql "CHECKPOINT"
+  sql "CHECKPOINT"; note_freed   # (a dropped table's files are closed for good by then)
 
   # Freshness: one sink instance, a warm-up, then each steady rate in turn on one topic;
   # each rate's rows are those Kafka stamped during its window.
@@ -329,15 +330,15 @@ copy_ceiling() {
   t0=$(now)
   sql "COPY public.copy_ceiling (kafka_partition, kafka_offset, kafka_timestamp, kafka_key, payload, batch_id) FROM '$dir/bronze.bin' (FORMAT binary)"
   t1=$(now)
-  sleep 0.3; meter_stop; perf_stop
+  sleep 0.3; meter_stop; perf_stop; perf_report
   rows=$(sql "SELECT count(*) FROM public.copy_ceiling")
   fig copy rows_per_s "$(calc '%.0f' "$rows / ($t1 - $t0)")"
   fig copy cpu_s_per_m "$(calc '%.1f' "$(meter_cpu_seconds "$m" "$t0" "$t1" pg) / ($rows / 1000000)")"
   lh_say "copy: $rows rows in $(calc '%.2f' "$t1 - $t0") s"
   sql "DROP TABLE public.copy_ceiling"
   sink_drop lakehouse "$lakehouse_tag"; lakehouse_tag=
-  rm -f "$dir/bronze.bin"; note_freed
-  sql "CHECKPOINT"
+  rm -f "$dir/bronze.bin"
+  sql "CHECKPOINT"; note_freed
 }
 
 # topic_messages TOPIC: messages in a topic (the sum of its partitions' end offsets).
@@ -357,7 +358,6 @@ producer_benchmark() {
     lh_say "generating $events recentchange events for the producers"
     "$PRODUCER" --generate "$events" --out "$file" --seed 7 >/dev/null
   fi
-  settle_freed_memory
   if [ ! -f "$keyed" ]; then
     # "wiki<TAB>event" per line for kcat -K (a JSON line holds no raw tab); made before the
     # timed part. Every generated event has a top-level "wiki".
@@ -365,6 +365,7 @@ producer_benchmark() {
     [ "$(grep -c $'\t' "$keyed")" = "$events" ] || { lh_say "could not key every event of $file by wiki"; return 1; }
   fi
   for who in lakehouse-producer python-producer kcat; do
+    settle_freed_memory
     t="prod_${who%%-*}_$run"
     "$KAFKA" create-topic "$dir/kafka" "$t" "$partitions" >/dev/null
     "$KAFKA" create-topic "$dir/kafka" "$t.dlq" 1 >/dev/null
@@ -384,6 +385,7 @@ producer_benchmark() {
     if ! /usr/bin/time -f '%e %U %S %M' -o "$dir/logs/$who-$run.time" "${cmd[@]}" >"$dir/logs/$who-$run.log" 2>&1; then
       lh_say "$who failed: $(tail -n 5 "$dir/logs/$who-$run.log")"; return 1
     fi
+    note_freed   # the producer exited
     read -r wall user system maxrss <"$dir/logs/$who-$run.time"
     cpu=$(calc '%.2f' "$user + $system")
     # Every event is either published or dead-lettered, once.

@@ -39,6 +39,11 @@ set +e
 out=$("$peers" --sinks lakehouse,flink 2>&1); rc=$?
 set -e
 check "an unknown sink is refused" contains "unknown sink 'flink'" "$out"
+set +e
+out=$("$peers" --dir "$scratch/inside" --perf "$scratch/inside/perf" 2>&1); rc=$?
+set -e
+check "--perf inside --dir is refused before anything starts" contains "lies inside --dir" "$rc $out"
+check "... and leaves no profile folder behind" test ! -e "$scratch/inside/perf"
 is "$([ "$rc" -ne 0 ] && echo refused)" refused "an unknown sink fails the run"
 
 # --- the meter counts a child's CPU: a process that spins until it has used 1 s of CPU
@@ -54,33 +59,47 @@ check "proc_meter counts a child's CPU: $ticks ticks of the 100 it used" test "$
 check "proc_meter sees the child while it runs" test -n "$(awk '$2 == "spin" && $6 > 0 {print; exit}' "$scratch/meter")"
 
 # --- perf_breakdown.py on `perf script` text made up here (sampled at 1 Hz, so a sample is
-# a second): each sample goes to its process by stack and name, and to the first category
-# whose function is on its stack; the idle loop is left out.
+# a second): samples go to their process by pid (a Postgres process is the worker or a
+# backend when any of its samples says so, so an un-unwound sample of the worker stays the
+# worker's), other processes are named by pid and thread names, and each sample of the
+# worker and backends goes to the first category that holds on its stack; perf's header
+# lines and the idle loop are left out.
 printf '%b' \
-  'postgres 100\n\t1 jsonb_recv+0x10\n\t2 CopyFrom\n\t3 lakehouse_stream_main\n\n' \
-  'postgres 100\n\t1 json_lex\n\t2 jsonb_recv\n\t3 CopyFrom\n\t4 lakehouse_stream_main\n\n' \
-  'postgres 100\n\t1 clear_page_erms\n\t2 shmem_fault\n\t3 mdextend\n\t4 CopyFrom\n\t5 lakehouse_stream_main\n\n' \
-  'postgres 200\n\t1 pq_getbytes\n\t2 CopyFrom\n\t3 PostgresMain\n\n' \
-  'postgres 300\n\t1 XLogFlush\n\t2 CheckpointerMain\n\n' \
-  'python 400\n\t1 [unknown]\n\n' 'python 400\n\t1 [unknown]\n\n' \
-  'rdk:broker1 101\n\t1 LZ4_decompress_safe\n\n' \
-  'C1 CompilerThre 500\n\t1 [unknown]\n\n' \
-  'swapper 0\n\t1 default_idle\n\n' 'swapper 0\n\t1 default_idle\n\n' >"$scratch/perf.txt"
+  '# captured on: today\n' \
+  'postgres 100/100\n\t1 jsonb_recv+0x10\n\t2 CopyFrom\n\t3 lakehouse_stream_main\n\n' \
+  'postgres 100/100\n\t1 json_lex\n\t2 jsonb_recv\n\t3 CopyFrom\n\t4 lakehouse_stream_main\n\n' \
+  'postgres 100/100\n\t1 clear_page_erms\n\t2 shmem_fault\n\t3 mdextend\n\t4 CopyFrom\n\t5 lakehouse_stream_main\n\n' \
+  'postgres 100/100\n\t1 rd_kafka_q_serve\n\t2 [unknown]\n\n' \
+  'postgres 200/200\n\t1 pq_getbytes\n\t2 CopyFrom\n\t3 PostgresMain\n\n' \
+  'postgres 200/200\n\t1 filemap_fault\n\t2 shmem_fault\n\t3 PostgresMain\n\n' \
+  'postgres 300/300\n\t1 XLogFlush\n\t2 CheckpointerMain\n\n' \
+  'python 400/400\n\t1 [unknown]\n\n' 'python 400/400\n\t1 [unknown]\n\n' \
+  'rdk:broker1 100/101\n\t1 LZ4_decompress_safe\n\n' \
+  'data-plane-kafk 500/502\n\t1 [unknown]\n\n' 'data-plane-kafk 500/503\n\t1 [unknown]\n\n' \
+  'C1 CompilerThre 500/501\n\t1 [unknown]\n\n' \
+  'swapper 0/0\n\t1 default_idle\n\n' 'swapper 0/0\n\t1 default_idle\n\n' >"$scratch/perf.txt"
 breakdown=$(python3 "$kit/perf_breakdown.py" --freq 1 "$scratch/perf.txt" 2>&1 || true)
-for row in '| lakehouse stream worker (main thread) | 3.00 |' '| python | 2.00 |' \
-    '| Postgres backend (a client'"'"'s session) | 1.00 |' \
+for row in '| lakehouse stream worker | 4.00 |' '| pid 400 (python) | 2.00 |' \
+    '| Postgres backend (a client'"'"'s session) | 2.00 |' \
     '| Postgres helpers (checkpointer, WAL writer, background writer, ...) | 1.00 |' \
-    '| librdkafka threads (the worker'"'"'s or a client'"'"'s) | 1.00 |' '| C1 CompilerThre | 1.00 |' \
-    '| jsonb input (parse, build, sort keys) | 66.7 % | 2.00 |' \
-    '| first touch of shared_buffers pages (kernel zeroing them) | 33.3 % | 1.00 |' \
-    '| client protocol (reading COPY data from the socket) | 100.0 % | 1.00 |'; do
+    '| librdkafka threads (the worker'"'"'s or a client'"'"'s) | 1.00 |' \
+    '| pid 500 (data-plane-kafk, C1 CompilerThre) | 3.00 |' \
+    '| jsonb input (parse, build, sort keys) | 50.0 % | 2.00 |' \
+    '| first touch of shared_buffers pages (kernel zeroing them) | 25.0 % | 1.00 |' \
+    '| librdkafka calls on the worker'"'"'s thread | 25.0 % | 1.00 |' \
+    '| client protocol (reading COPY data from the socket) | 50.0 % | 1.00 |' '| other | 50.0 % | 1.00 |'; do
   check "perf_breakdown: $row" grep -qF -- "$row" <<<"$breakdown"
 done
-check "perf_breakdown: the idle loop is not a process" bash -c '! grep -q "idle\|swapper" <<<"$1"' _ "$breakdown"
+check "perf_breakdown: neither the idle loop nor perf's header is a process" \
+  bash -c '! grep -qE "swapper|pid 0|captured" <<<"$1"' _ "$breakdown"
 set +e
 out=$(python3 "$kit/perf_breakdown.py" --freq 0 "$scratch/perf.txt" 2>&1); rc=$?
 set -e
 check "perf_breakdown: --freq 0 is refused" contains "freq must be positive" "$rc $out"
+set +e
+out=$(python3 "$kit/perf_breakdown.py" --freq 1 /dev/null 2>&1); rc=$?
+set -e
+is "$rc $out" "1 perf_breakdown: no samples in the input" "perf_breakdown: no samples is an error, not an empty table"
 
 # --- settle_freed_memory waits until the last drop is settle_seconds old, and only then.
 settle_took() {  # settle_took MARK(0/1): seconds settle_freed_memory took, settle_seconds 1
@@ -185,9 +204,13 @@ for s in lakehouse python connect spark10 sparkfast; do
   is "$n" 2 "$s: a freshness figure at both rates, over every event of each window"
 done
 check "copy: the ceiling copied lakehouse's 3000 rows" grep -q '^peers: copy: 3000 rows' "$scratch/run.log"
-# --perf: a profile of each sink's backlog and of the COPY, each turned into its table.
-for s in lakehouse copy python connect spark10 sparkfast; do
-  check "--perf: $s's backlog profiled and broken down" grep -qF '| process | CPU s |' "$scratch/perf/$s-run1.md"
+# --perf: a profile of each sink's backlog and of the COPY, each turned into its table, with
+# the process that did the work in it.
+check "--perf: lakehouse's backlog profiled, the stream worker in it" grep -qF '| lakehouse stream worker |' "$scratch/perf/lakehouse-run1.md"
+check "--perf: the COPY profiled, its backend in it" grep -qF '| Postgres backend' "$scratch/perf/copy-run1.md"
+check "--perf: python's backlog profiled, its backend in it" grep -qF '| Postgres backend' "$scratch/perf/python-run1.md"
+for s in connect spark10 sparkfast; do
+  check "--perf: $s's backlog profiled" grep -qE '^\| pid [0-9]+ ' "$scratch/perf/$s-run1.md"
 done
 for p in lakehouse-producer python-producer kcat; do
   check "$p: published every event" grep -qE "^peers: $p: [0-9]+ events/s" "$scratch/run.log"
