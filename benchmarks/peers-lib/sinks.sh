@@ -188,7 +188,9 @@ sink_drop() {
     spark*) rm -rf "$dir/spark/$2" ;;
     *) sql "SET client_min_messages = warning; DROP TABLE IF EXISTS $(sink_table "$1" "$2") CASCADE; DROP TABLE IF EXISTS $(sink_table "$1" "$2")_offsets" ;;
   esac
-  note_freed
+  # The memory counts as freed once the checkpoint has made every backend let go of the
+  # dropped files (settle_freed_memory).
+  sql "CHECKPOINT"; note_freed
 }
 
 # How long a sink may show no progress before it counts as stuck (a JVM's start included).
@@ -243,8 +245,7 @@ sink_benchmark() {
   fig "$s" own_anon_mib "$(meter_peak "$m" anon sink)"
   fig "$s" system_mib "$(meter_peak "$m" system "${sys[@]}")"
   # copy_ceiling copies lakehouse's rows, then drops them.
-  if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; else sink_drop "$s" "$tag"; fi
-  sql "CHECKPOINT"; note_freed   # (a dropped table's files are closed for good by then)
+  if [ "$s" = lakehouse ]; then lakehouse_tag=$tag; sql "CHECKPOINT"; else sink_drop "$s" "$tag"; fi
 
   # Freshness: one sink instance, a warm-up, then each steady rate in turn on one topic;
   # each rate's rows are those Kafka stamped during its window.
@@ -336,9 +337,8 @@ copy_ceiling() {
   fig copy cpu_s_per_m "$(calc '%.1f' "$(meter_cpu_seconds "$m" "$t0" "$t1" pg) / ($rows / 1000000)")"
   lh_say "copy: $rows rows in $(calc '%.2f' "$t1 - $t0") s"
   sql "DROP TABLE public.copy_ceiling"
-  sink_drop lakehouse "$lakehouse_tag"; lakehouse_tag=
   rm -f "$dir/bronze.bin"
-  sql "CHECKPOINT"; note_freed
+  sink_drop lakehouse "$lakehouse_tag"; lakehouse_tag=
 }
 
 # topic_messages TOPIC: messages in a topic (the sum of its partitions' end offsets).
