@@ -8,8 +8,11 @@ PostgresMain, and one of Postgres's own helpers otherwise; judging the whole pro
 each sample, keeps the worker's samples whose stack could not be unwound (librdkafka has no
 frame pointers) with the worker. librdkafka's threads (named rdk:*) are listed apart. Any
 other process (a JVM, Python, the load generator) is one row named by its pid and its
-busiest thread names, so the Kafka broker and a Spark or Connect JVM are told apart. For the
-stream worker and the backends, each sample is also given to what it was doing: the first
+busiest thread names, so the Kafka broker and a Spark or Connect JVM are told apart, and
+each such process that took a tenth of the samples or more is broken down by thread group
+(the thread name without its number: a JVM's executor tasks, garbage collector, JIT
+compilers, Kafka client threads) with the share of each spent in the kernel, which is how a
+JVM peer's CPU is explained without Java symbols. For the stream worker and the backends, each sample is also given to what it was doing: the first
 entry of CATEGORIES whose functions are on its stack, so that a sample inside COPY's heap
 extension counts there and not as "COPY's other work". Seconds are samples over the
 sampling frequency (per core). The kernel's idle loop is left out.
@@ -18,6 +21,7 @@ Exits 1 when the input holds no sample (perf recorded nothing, or its output was
 """
 import argparse
 import collections
+import re
 import sys
 
 CLEAR_PAGE = {"clear_page_erms", "clear_page_rep", "clear_page_orig"}
@@ -43,24 +47,35 @@ RDKAFKA = "librdkafka threads (the worker's or a client's)"
 
 
 def read_samples(lines):
-    """Yields (comm, pid, set of functions on the stack) per sample."""
+    """Yields (comm, pid, set of functions on the stack, whether the sample was taken in the
+    kernel) per sample. The first stack line is where the CPU was: a kernel address
+    (0xffff...) means the kernel."""
     comm = pid = None
     stack = set()
+    in_kernel = first = False
     for line in lines:
         if not line.strip() or line.startswith("#"):
             continue
         if not line[0].isspace():
             if comm is not None:
-                yield comm, pid, stack
+                yield comm, pid, stack, in_kernel
             # "comm pid/tid": the command name may hold spaces; pid/tid is the last field.
             fields = line.split()
-            comm, pid, stack = " ".join(fields[:-1]), fields[-1].split("/")[0], set()
+            comm, pid, stack, in_kernel = " ".join(fields[:-1]), fields[-1].split("/")[0], set(), False
+            first = True
         elif comm is not None:
             fields = line.split(None, 1)
+            if first:
+                in_kernel, first = fields[0].lower().startswith("ffff"), False
             if len(fields) == 2:
                 stack.add(fields[1].split("+")[0].strip())
     if comm is not None:
-        yield comm, pid, stack
+        yield comm, pid, stack, in_kernel
+
+
+def thread_group(comm):
+    """A thread name without its number: "GC Thread#0" and "GC Thread#1" are "GC Thread"."""
+    return re.sub(r"[#\-]?\d+$", "", comm).rstrip() or comm
 
 
 def breakdown(samples, freq):
@@ -69,7 +84,7 @@ def breakdown(samples, freq):
         return None
     # What each Postgres process is, from all of its samples.
     pg_kind = {}
-    for comm, pid, funcs in samples:
+    for comm, pid, funcs, _ in samples:
         if comm == "postgres":
             if "lakehouse_stream_main" in funcs:
                 pg_kind[pid] = WORKER
@@ -78,7 +93,9 @@ def breakdown(samples, freq):
     rows = collections.Counter()
     threads = collections.defaultdict(collections.Counter)
     work = collections.defaultdict(collections.Counter)
-    for comm, pid, funcs in samples:
+    groups = collections.defaultdict(collections.Counter)
+    group_kernel = collections.defaultdict(collections.Counter)
+    for comm, pid, funcs, in_kernel in samples:
         if comm == "swapper":
             continue
         if comm == "postgres":
@@ -88,6 +105,8 @@ def breakdown(samples, freq):
         else:
             role = "pid " + pid
             threads[role][comm] += 1
+            groups[role][thread_group(comm)] += 1
+            group_kernel[role][thread_group(comm)] += in_kernel
         rows[role] += 1
         if role in (WORKER, BACKEND):
             for label, holds in CATEGORIES:
@@ -116,6 +135,18 @@ def breakdown(samples, freq):
             n = work[role][label]
             if n:
                 out.append(f"| {label} | {100 * n / total:.1f} % | {n / freq:.2f} |")
+    everything = sum(rows.values())
+    for role, n in ranked:
+        if role not in groups or n < everything / 10:
+            continue
+        out += ["", f"{name(role)} by thread group, {n / freq:.2f} CPU s:", "",
+                "| thread group | share | CPU s | of which in the kernel |", "|---|---|---|---|"]
+        for group, k in groups[role].most_common(10):
+            out.append(f"| {group} | {100 * k / n:.1f} % | {k / freq:.2f} | "
+                       f"{100 * group_kernel[role][group] / k:.0f} % |")
+        rest = sum(k for _, k in groups[role].most_common()[10:])
+        if rest:
+            out.append(f"| {len(groups[role]) - 10} other groups | {100 * rest / n:.1f} % | {rest / freq:.2f} | |")
     return "\n".join(out)
 
 

@@ -63,7 +63,9 @@ check "proc_meter sees the child while it runs" test -n "$(awk '$2 == "spin" && 
 # backend when any of its samples says so, so an un-unwound sample of the worker stays the
 # worker's), other processes are named by pid and thread names, and each sample of the
 # worker and backends goes to the first category that holds on its stack; perf's header
-# lines and the idle loop are left out.
+# lines and the idle loop are left out. A process other than Postgres with a tenth of the
+# samples or more is broken down by thread group (the name without its number), with the
+# share of each taken in the kernel (a first stack address of 0xffff...).
 printf '%b' \
   '# captured on: today\n' \
   'postgres 100/100\n\t1 jsonb_recv+0x10\n\t2 CopyFrom\n\t3 lakehouse_stream_main\n\n' \
@@ -77,6 +79,9 @@ printf '%b' \
   'rdk:broker1 100/101\n\t1 LZ4_decompress_safe\n\n' \
   'data-plane-kafk 500/502\n\t1 [unknown]\n\n' 'data-plane-kafk 500/503\n\t1 [unknown]\n\n' \
   'C1 CompilerThre 500/501\n\t1 [unknown]\n\n' \
+  'GC Thread#0 600/601\n\tffffffff81000000 clear_page_erms\n\t7f0000000000 [unknown]\n\n' \
+  'GC Thread#1 600/602\n\t7f0000000001 [unknown]\n\n' \
+  'Executor task l 600/603\n\t7f0000000002 [unknown]\n\n' \
   'swapper 0/0\n\t1 default_idle\n\n' 'swapper 0/0\n\t1 default_idle\n\n' >"$scratch/perf.txt"
 breakdown=$(python3 "$kit/perf_breakdown.py" --freq 1 "$scratch/perf.txt" 2>&1 || true)
 for row in '| lakehouse stream worker | 4.00 |' '| pid 400 (python) | 2.00 |' \
@@ -84,6 +89,10 @@ for row in '| lakehouse stream worker | 4.00 |' '| pid 400 (python) | 2.00 |' \
     '| Postgres helpers (checkpointer, WAL writer, background writer, ...) | 1.00 |' \
     '| librdkafka threads (the worker'"'"'s or a client'"'"'s) | 1.00 |' \
     '| pid 500 (data-plane-kafk, C1 CompilerThre) | 3.00 |' \
+    '| pid 600 (GC Thread#0, GC Thread#1, Executor task l) | 3.00 |' \
+    'pid 600 (GC Thread#0, GC Thread#1, Executor task l) by thread group, 3.00 CPU s:' \
+    '| GC Thread | 66.7 % | 2.00 | 50 % |' '| Executor task l | 33.3 % | 1.00 | 0 % |' \
+    '| data-plane-kafk | 66.7 % | 2.00 | 0 % |' \
     '| jsonb input (parse, build, sort keys) | 50.0 % | 2.00 |' \
     '| first touch of shared_buffers pages (kernel zeroing them) | 25.0 % | 1.00 |' \
     '| librdkafka calls on the worker'"'"'s thread | 25.0 % | 1.00 |' \
