@@ -112,6 +112,20 @@ BEGIN
   WHILE (SELECT rows_in FROM lakehouse.refresh_silver('edits')) > 0 LOOP
   END LOOP;
 END $$;
+-- Rows that fit the declaration but cannot be written, in one pass with a good edit: a
+-- length change beyond integer (the gold trigger's arithmetic overflows) and a title over
+-- the page-hour index's size limit. Both become rejects with their error and the good edit
+-- is admitted (up to 0.14.0 every pass failed on them for good); the marts below still
+-- match silver.
+INSERT INTO events VALUES (90001, rc(90001, 605, 'zed'));
+SELECT fake_batch(ARRAY[rc(90000, 605, 'yan', len_old => -1, len_new => 2147483647), rc(90001, 605, 'zed'),
+                        rc(90002, 605, 'xi', (SELECT string_agg(md5(i::text), '') FROM generate_series(1, 200) i))]);
+SELECT rows_in, rows_out, invalid, late_dropped FROM lakehouse.refresh_silver('edits');
+SELECT (SELECT count(*) FROM silver.edits WHERE user_name IN ('yan', 'xi', 'zed')) AS admitted_of_three,
+       (SELECT count(*) FROM gold.editor_activity_daily WHERE user_name IN ('yan', 'xi')) AS poison_in_gold;
+SELECT b.payload->>'user' AS "user", regexp_replace(r.reason, '"[^"]*"', '"..."') AS reason
+  FROM lakehouse.silver_rejects r JOIN bronze.rc b USING (kafka_partition, kafka_offset)
+ WHERE r.silver = 'edits' ORDER BY 1;
 SELECT sum(rows_in) AS read, sum(rows_out) AS admitted, sum(duplicates_dropped) AS duplicates,
        sum(late_dropped) AS late, sum(filtered) AS filtered, count(*) > 10 AS many_passes
   FROM lakehouse.silver_progress WHERE silver = 'edits' AND kind = 'pass';
