@@ -1253,10 +1253,15 @@ CREATE FUNCTION lakehouse._silver_check_expression(owner regrole, stream text, w
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  PERFORM lakehouse._exec_as(owner::oid, pg_catalog.format('SELECT %s FROM bronze.%I LIMIT 0',
+  -- Planned where the extract evaluates it, per row: in a WHERE clause, which refuses what
+  -- a select list would take and the extract cannot (an aggregate, a set-returning or a
+  -- window function), over bronze under an alias no expression can name (the extract's
+  -- own aliases are not the table's name). Up to 0.14.0 a select list over bronze.<stream>
+  -- let those through, and the first pass failed without naming the column.
+  PERFORM lakehouse._exec_as(owner::oid, pg_catalog.format('SELECT 1 FROM bronze.%I AS lh_bronze WHERE (%s) IS NULL LIMIT 0',
+    stream,
     CASE WHEN type = 'boolean' THEN pg_catalog.format('(%s) IS TRUE', expr)   -- a filter: boolean, no cast
-         ELSE pg_catalog.format('(%s)::%s', expr, type) END,
-    stream));
+         ELSE pg_catalog.format('(%s)::%s', expr, type) END));
 EXCEPTION WHEN OTHERS THEN
   DECLARE
     msg text; code text;
@@ -1282,6 +1287,17 @@ DECLARE
   upper timestamptz;
 BEGIN
   IF pg_catalog.to_regclass(pg_catalog.format('silver.%I', part)) IS NOT NULL THEN
+    -- A table of that name that is not a partition of the silver table (one detached by
+    -- hand, say) would make the insert fail with a check violation, which a pass would
+    -- take for its rows' fault (0.15.0): say what is wrong instead, and stop the pass.
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i
+                    WHERE i.inhrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format('silver.%I', part))
+                      AND i.inhparent OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format('silver.%I', name))) THEN
+      RAISE EXCEPTION 'silver.% exists but is not a partition of silver.%', part, name
+        USING ERRCODE = 'object_not_in_prerequisite_state',
+              DETAIL = pg_catalog.format('A pass needs it for event times from %s on.', bucket),
+              HINT = 'Attach it again (ALTER TABLE ... ATTACH PARTITION), or rename or drop it so that the pass can make a new one.';
+    END IF;
     RETURN;
   END IF;
   upper := CASE WHEN step OPERATOR(pg_catalog.=) '1 month'::interval
@@ -1368,18 +1384,16 @@ BEGIN
 
   -- The body is passed as a quoted literal (%L): nothing in an expression can end it.
   -- Owned by the extension's owner and SECURITY INVOKER; passes call it through
-  -- lakehouse._select_array_as with the declaring role's rights. The settings that change
-  -- what a text means as a time or interval are pinned (0.15.0; before, the session's
-  -- own applied): a zone-less time is UTC whoever runs the pass (the silver worker, a
-  -- client's refresh_silver() or replay_late()), so a copy gets its original's key.
+  -- lakehouse._select_array_as with the declaring role's rights. TimeZone is pinned
+  -- (0.15.0; before, the session's own applied, and clients such as JDBC set their own): a
+  -- zone-less time is UTC whoever runs the pass (the silver worker, a client's
+  -- refresh_silver() or replay_late()), so a copy gets its original's key.
   EXECUTE pg_catalog.format($f$
     CREATE FUNCTION %1$s(lh_after bigint, lh_upto bigint, lh_parts integer[], lh_los bigint[],
                          lh_his bigint[], lh_max_time timestamptz)
     RETURNS %2$s[] LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     SET TimeZone = 'UTC'
-    SET DateStyle = 'ISO, MDY'
-    SET IntervalStyle = 'postgres'
     SET work_mem = '64MB'
     SET plan_cache_mode = force_custom_plan
     AS %3$L$f$, extract_fn, rowtype, pg_catalog.format($body$
@@ -1466,8 +1480,6 @@ BEGIN
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     SET TimeZone = 'UTC'
-    SET DateStyle = 'ISO, MDY'
-    SET IntervalStyle = 'postgres'
     SET work_mem = '64MB'
     SET plan_cache_mode = force_custom_plan
     AS $body$
@@ -1485,6 +1497,9 @@ BEGIN
       lh_lo integer;
       lh_hi integer;
       lh_n integer;
+      lh_detail text;
+      lh_tried %2$s[];
+      lh_candidates bigint;
       lh_bad integer[] := '{}';
       lh_why text[] := '{}';
     BEGIN
@@ -1571,31 +1586,50 @@ BEGIN
       END IF;
       n_dup := lh_valid - n_out - n_late;
       RETURN;
-    EXCEPTION WHEN data_exception OR integrity_constraint_violation OR program_limit_exceeded THEN
-      IF lh_probe THEN
-        RAISE;
-      END IF;
-      GET STACKED DIAGNOSTICS lh_state = RETURNED_SQLSTATE, lh_msg = MESSAGE_TEXT;
+    EXCEPTION
+      WHEN foreign_key_violation THEN
+        RAISE;   -- the row may fit once what it refers to is there: the pass waits for it
+      WHEN data_exception OR integrity_constraint_violation OR program_limit_exceeded THEN
+        IF lh_probe THEN
+          RAISE;
+        END IF;
+        GET STACKED DIAGNOSTICS lh_state = RETURNED_SQLSTATE, lh_msg = MESSAGE_TEXT, lh_detail = PG_EXCEPTION_DETAIL;
     END;
 
-    -- Which rows fail alone: halves of the failing range are tried, each try undone
-    -- (lh_probe: every valid row is inserted, none judged late, errors not caught), down
-    -- to single rows. Costs a few times the pass per failing row, only when one is there.
+    -- Which rows fail alone. The trials see the pass as it was judged: its late rows not
+    -- taken (they go to silver_late, not into silver, and need no partition), the other
+    -- rows as they are, none judged late again (lh_probe: and errors not caught). Halves
+    -- of a failing range are tried, each trial undone, down to single rows: about two
+    -- trials per level of halving and failing row. An error that no single row has, or
+    -- that more rows have than a row's fault explains (over 100 in one pass, or every row
+    -- of a pass of 10 or more: an error of the table, not of its rows), stops the pass as
+    -- before, as does one raised before the rows were judged late or not.
     lh_n := coalesce(cardinality(lh_rows), 0);
+    IF lh_late IS NULL OR coalesce(cardinality(lh_late), 0) <> lh_n THEN
+      RAISE EXCEPTION '%%', lh_msg USING ERRCODE = lh_state, DETAIL = coalesce(lh_detail, '');
+    END IF;
+    SELECT array_agg(CASE WHEN s.lh_l THEN ROW(s.lh_partition, s.lh_offset, s.lh_batch, false, NULL%12$s)::%2$s
+                          ELSE ROW(s.lh_partition, s.lh_offset, s.lh_batch, s.lh_taken, s.lh_reject%11$s)::%2$s END
+                     ORDER BY s.lh_ord),
+           count(*) FILTER (WHERE s.lh_taken AND s.lh_reject IS NULL AND NOT s.lh_l)
+      INTO lh_tried, lh_candidates
+      FROM unnest(lh_rows, lh_late) WITH ORDINALITY AS s(%10$s, lh_l, lh_ord);
     lh_los := ARRAY[1];
     lh_his := ARRAY[lh_n];
-    WHILE cardinality(lh_los) > 0 LOOP
+    WHILE cardinality(lh_los) > 0 AND cardinality(lh_bad) <= 100 LOOP
       lh_lo := lh_los[cardinality(lh_los)];
       lh_hi := lh_his[cardinality(lh_his)];
       lh_los := lh_los[1:cardinality(lh_los) - 1];
       lh_his := lh_his[1:cardinality(lh_his) - 1];
       lh_err := NULL;
       BEGIN
-        PERFORM %1$s(lh_rows[lh_lo:lh_hi], lh_part_max, lh_delay, false, lh_pass, true);
+        PERFORM %1$s(lh_tried[lh_lo:lh_hi], lh_part_max, lh_delay, false, lh_pass, true);
         RAISE EXCEPTION 'undo the trial' USING ERRCODE = 'LH001';
       EXCEPTION
         WHEN SQLSTATE 'LH001' THEN
           NULL;
+        WHEN foreign_key_violation THEN
+          RAISE;
         WHEN data_exception OR integrity_constraint_violation OR program_limit_exceeded THEN
           lh_err := SQLERRM;
       END;
@@ -1610,9 +1644,17 @@ BEGIN
     END LOOP;
     IF cardinality(lh_bad) = 0 THEN
       RAISE EXCEPTION '%%', lh_msg USING ERRCODE = lh_state,
-        DETAIL = 'The pass''s rows fail together but none fails alone, so no row can be set aside as the cause.',
+        DETAIL = concat_ws(' ', lh_detail, 'The pass''s rows fail together but none fails alone, so no row can be set aside as the cause.'),
         HINT = 'See the error; the pass is tried again until it is fixed.';
     END IF;
+    IF cardinality(lh_bad) > 100 OR (lh_candidates >= 10 AND cardinality(lh_bad) >= lh_candidates) THEN
+      RAISE EXCEPTION '%%', lh_msg USING ERRCODE = lh_state,
+        DETAIL = concat_ws(' ', lh_detail, pg_catalog.format('%%s of the pass''s %%s rows fail alone: that is taken for an error of the table, not of its rows, and no row is set aside.',
+                                                              CASE WHEN cardinality(lh_bad) > 100 THEN 'Over 100' ELSE 'All' END, lh_candidates)),
+        HINT = 'See the error; the pass is tried again until it is fixed.';
+    END IF;
+    RAISE WARNING 'silver table %%: %% row(s) of pass %% could not be written and are set aside as rejects (lakehouse.silver_rejects); the first: %%',
+      %5$L, cardinality(lh_bad), lh_pass, lh_why[1];
     SELECT * INTO n_in, n_filtered, n_invalid, n_out, n_dup, n_late, part_max, part_min_admitted, min_admitted
       FROM %1$s((SELECT array_agg(CASE WHEN w.lh_bad_why IS NULL
                                        THEN ROW(s.lh_partition, s.lh_offset, s.lh_batch, s.lh_taken, s.lh_reject%11$s)::%2$s
