@@ -11,10 +11,12 @@ other process (a JVM, Python, the load generator) is one row named by its pid an
 busiest thread names, so the Kafka broker and a Spark or Connect JVM are told apart, and
 each such process that took a tenth of the samples or more is broken down by thread group
 (the thread name without its number: a JVM's executor tasks, garbage collector, JIT
-compilers, Kafka client threads) with the share of each spent in the kernel, which is how a
-JVM peer's CPU is explained without Java symbols. For the stream worker and the backends, each sample is also given to what it was doing: the first
-entry of CATEGORIES whose functions are on its stack, so that a sample inside COPY's heap
-extension counts there and not as "COPY's other work". Seconds are samples over the
+compilers, Kafka client threads) with the share of each taken in the kernel (the sampled
+address is a kernel one: system calls, page faults, and interrupt work charged to the
+thread it interrupted), which is how a JVM peer's CPU is explained without Java symbols.
+For the stream worker and the backends, each sample is also given to what it was doing:
+the first entry of CATEGORIES whose functions are on its stack, so that a sample inside
+COPY's heap extension counts there and not as "COPY's other work". Seconds are samples over the
 sampling frequency (per core). The kernel's idle loop is left out.
 
 Exits 1 when the input holds no sample (perf recorded nothing, or its output was lost).

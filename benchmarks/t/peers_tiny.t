@@ -82,6 +82,7 @@ printf '%b' \
   'GC Thread#0 600/601\n\tffffffff81000000 clear_page_erms\n\t7f0000000000 [unknown]\n\n' \
   'GC Thread#1 600/602\n\t7f0000000001 [unknown]\n\n' \
   'Executor task l 600/603\n\t7f0000000002 [unknown]\n\n' \
+  'tiny 700/700\n\t7f0000000003 [unknown]\n\n' \
   'swapper 0/0\n\t1 default_idle\n\n' 'swapper 0/0\n\t1 default_idle\n\n' >"$scratch/perf.txt"
 breakdown=$(python3 "$kit/perf_breakdown.py" --freq 1 "$scratch/perf.txt" 2>&1 || true)
 for row in '| lakehouse stream worker | 4.00 |' '| pid 400 (python) | 2.00 |' \
@@ -99,6 +100,8 @@ for row in '| lakehouse stream worker | 4.00 |' '| pid 400 (python) | 2.00 |' \
     '| client protocol (reading COPY data from the socket) | 50.0 % | 1.00 |' '| other | 50.0 % | 1.00 |'; do
   check "perf_breakdown: $row" grep -qF -- "$row" <<<"$breakdown"
 done
+check "perf_breakdown: a process under a tenth of the samples is not broken down by thread" \
+  bash -c '! grep -qF "pid 700 (tiny) by thread group" <<<"$1" && grep -qF "| pid 700 (tiny) | 1.00 |" <<<"$1"' _ "$breakdown"
 check "perf_breakdown: neither the idle loop nor perf's header is a process" \
   bash -c '! grep -qE "swapper|pid 0|captured" <<<"$1"' _ "$breakdown"
 set +e
@@ -220,6 +223,10 @@ check "--perf: the COPY profiled, its backend in it" grep -qF '| Postgres backen
 check "--perf: python's backlog profiled, its backend in it" grep -qF '| Postgres backend' "$scratch/perf/python-run1.md"
 for s in connect spark10 sparkfast; do
   check "--perf: $s's backlog profiled" grep -qE '^\| pid [0-9]+ ' "$scratch/perf/$s-run1.md"
+  # The JVM (a tenth of the samples and more) by thread group, from real perf output, with
+  # some of its time found in the kernel (a JVM's threads make system calls).
+  check "--perf: $s's JVM by thread group, with a kernel share" \
+    grep -qE '^\| [^|]+ \| [0-9.]+ % \| [0-9.]+ \| ([1-9][0-9]*) % \|$' "$scratch/perf/$s-run1.md"
 done
 for p in lakehouse-producer python-producer kcat; do
   check "$p: published every event" grep -qE "^peers: $p: [0-9]+ events/s" "$scratch/run.log"
