@@ -52,8 +52,9 @@ settle_freed_memory() {
 
 # perf_start NAME / perf_stop / perf_report: with --perf DIR, a system-wide `perf record -g`
 # from start to stop into DIR/NAME.data; perf_report, once the sink and the meter have
-# stopped (it takes CPU), writes DIR/NAME.md: CPU per process and what the stream worker and
-# the backends did (perf_breakdown.py). Without --perf all three do nothing.
+# stopped (it takes CPU), writes DIR/NAME.md: CPU per process, what the stream worker and
+# the backends did, and a JVM's thread groups (perf_breakdown.py). Without --perf all three
+# do nothing.
 perf_hz=299
 perf_pid= perf_name=
 perf_start() {
