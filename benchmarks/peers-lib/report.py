@@ -231,11 +231,14 @@ def main():
     ap.add_argument("--runs", type=int, help="runs the figures should cover: a target is "
                     "judged only when both sides were measured in each")
     ap.add_argument("--spark-fast-trigger", default="1", metavar="S",
-                    help="sparkfast's trigger, for its label (default 1)")
+                    help="sparkfast's trigger in seconds, for its label (default 1; 0: Spark's "
+                    "default trigger, batches back to back)")
     args = ap.parse_args()
     global RUNS
     RUNS = args.runs
-    LABEL["sparkfast"] = f"Spark Structured Streaming, trigger {args.spark_fast_trigger} s"
+    t = args.spark_fast_trigger
+    LABEL["sparkfast"] = (f"Spark Structured Streaming, trigger {t} s"
+                          + (" (batches back to back)" if t in ("0", "0.0") else ""))
     fig = load(args.figures)
     tables(fig, sys.stdout)
     targets(fig, sys.stdout)

@@ -214,13 +214,80 @@ kept_up() {
   echo "$kept"
 }
 
+# run_order RUN SINK...: the sinks in the order run RUN takes them: the list turned by RUN - 1
+# places, so that over the runs each sink is measured early and late in a run (a machine that
+# speeds up or slows down over a run then favours no sink every time). copy moves with the
+# sink before it (it copies lakehouse's rows right after lakehouse wrote them).
+run_order() {
+  local run=$1 s units=() n k i; shift
+  for s in "$@"; do
+    if [ "$s" = copy ] && [ "${#units[@]}" -gt 0 ]; then units[-1]+=" copy"; else units+=("$s"); fi
+  done
+  n=${#units[@]}
+  [ "$n" -gt 0 ] || return 0
+  k=$(((run - 1) % n))
+  for ((i = 0; i < n; i++)); do printf '%s ' ${units[$(((i + k) % n))]}; done
+  echo
+}
+
+# The triggers spark_trigger_search tries, shortest first (0: Spark's default trigger, the
+# next batch as soon as the previous one ends).
+SPARK_TRIGGERS=(0 0.5 1 2 5)
+# spark_trigger_search: sets fast_trigger to the shortest of SPARK_TRIGGERS with which Spark
+# sustains the highest --rates rate: started with it on a topic of its own and warmed up as
+# in the freshness phase, it keeps up with one --seconds window at that rate (kept_up: its
+# lag does not grow) and logs no batch that outran the trigger interval (Spark's "falling
+# behind" warning; a trigger of 0 has no interval to outrun). Fails when none does.
+spark_trigger_search() {
+  local t i=0 tag top warm t_start t_end out achieved kept late0 late1 log
+  top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
+  warm=200
+  [ "$tiny" = 1 ] || warm=$((rate_list[0] * 10))
+  for t in "${SPARK_TRIGGERS[@]}"; do
+    i=$((i + 1)) tag="sparktrigger_$i" log="$dir/logs/sparktrigger_$i.log"
+    fast_trigger=$t
+    lh_say "--- sparkfast: does a trigger of $t s sustain $top events/s? (${seconds}s window)"
+    "$KAFKA" create-topic "$dir/kafka" "$tag" "$partitions" >/dev/null
+    sink_tag=$tag
+    settle_freed_memory
+    sink_start sparkfast "$tag" "$tag"
+    "$PRODUCE" --brokers "$brokers" --topic "$tag" --count "$warm" --rate "${rate_list[0]}" --start 0 >/dev/null
+    if ! wait_count "sparkfast warm-up" "$warm" "$(patience)" sink_rows sparkfast "$tag"; then
+      sink_stop "$tag"; return 1
+    fi
+    late0=$(grep -c 'is falling behind' "$log" || true)
+    t_start=$(now)
+    out=$("$PRODUCE" --brokers "$brokers" --topic "$tag" --count $((top * seconds)) --rate "$top" --start "$warm")
+    t_end=$(now)
+    achieved=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$out")
+    if ! wait_count "sparkfast at $top/s" $((warm + top * seconds)) 60 sink_rows sparkfast "$tag" ||
+       ! kept=$(kept_up sparkfast "$tag" "$top" "$t_start" "$t_end"); then
+      sink_stop "$tag"; return 1
+    fi
+    late1=$(grep -c 'is falling behind' "$log" || true)
+    sink_stop "$tag"
+    sink_drop sparkfast "$tag"
+    if [ "${achieved:-0}" -lt $((top * 95 / 100)) ]; then
+      lh_say "sparkfast: the generator reached ${achieved:-?} of $top events/s: the search is inconclusive"
+      return 1
+    fi
+    if [ "$kept" = 1 ] && [ "$late1" = "$late0" ]; then
+      trigger_how="the shortest of ${SPARK_TRIGGERS[*]} s that sustained $top events/s in a ${seconds} s window before the runs"
+      lh_say "sparkfast: a trigger of $t s sustains $top events/s: the runs use it"
+      return 0
+    fi
+    lh_say "sparkfast: a trigger of $t s does not sustain $top events/s ($([ "$kept" = 1 ] || echo 'its lag grew; ')$((late1 - late0)) batch(es) outran the trigger)"
+  done
+  return 1
+}
+
 # sink_benchmark SINK: both phases for one sink in the current run; records its figures.
 sink_benchmark() {
   local s=$1 tag="${1}_b$run" ftag="${1}_f$run" m="$dir/meter-$1-$run" rows first t0 t1
   local rate cpu sys seq r t_start t_end p50 p95 p99 pmax n top
   # A failed phase stops the sink and the meter before the failure is reported.
   abandon() { perf_stop; sink_stop "$1"; meter_stop; return 1; }
-  lh_say "--- $s: backlog of $events events"
+  lh_say "--- $s: backlog of $events events$(sink_uses_pg "$s" || echo " (trigger $(sink_trigger "$s") s)")"
   sink_tag=$tag
   settle_freed_memory
   perf_start "$s-run$run"

@@ -32,6 +32,10 @@ set -e
 check "a bad --rates is refused before anything starts" contains "rates must be whole numbers" "$out"
 is "$([ "$rc" -ne 0 ] && echo refused)" refused "a bad --rates fails the run"
 set +e
+out=$("$peers" --spark-fast-trigger soon 2>&1); rc=$?
+set -e
+check "a bad --spark-fast-trigger is refused before anything starts" contains "spark-fast-trigger must be seconds .* or auto, not 'soon'" "$rc $out"
+set +e
 out=$("$peers" --sinks none --no-producers 2>&1); rc=$?
 set -e
 check "--sinks none with --no-producers is refused: nothing to measure" contains "leaves nothing to measure" "$rc $out"
@@ -204,6 +208,17 @@ is "$([ "$rc" -ne 0 ] && echo failed)" failed "delivery check: a Spark output wi
 check "delivery check: the Spark output's repeat is named" contains "holds 50 rows \\(49 distinct offsets" "$out"
 "$top/scripts/pg" stop "$pgdir" >/dev/null
 
+# --- the sinks' order in each run: turned by one place a run, copy kept right after the sink
+# before it, every sink in every run once.
+order() { (LH_PROG=peers dir=$scratch KIT=$kit; . "$top/scripts/lib.sh"; . "$kit/measure.sh"; . "$kit/sinks.sh"; run_order "$@"); }
+all="lakehouse copy python connect spark10 sparkfast"
+is "$(order 1 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: run 1 takes the list as given"
+is "$(order 2 $all)" "python connect spark10 sparkfast lakehouse copy " "run order: run 2 starts one sink further, copy still after lakehouse"
+is "$(order 3 $all)" "connect spark10 sparkfast lakehouse copy python " "run order: run 3 two further"
+is "$(order 6 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: back to the start after as many runs as sinks"
+is "$(order 2 python lakehouse copy)" "lakehouse copy python " "run order: copy moves with the sink before it"
+is "$(order 2)" "" "run order: no sinks, nothing"
+
 # --- a tiny run of everything
 set +e
 "$peers" --tiny --dir "$scratch/run" --figures "$scratch/tiny.tsv" --perf "$scratch/perf" >"$scratch/run.log" 2>&1
@@ -215,6 +230,12 @@ for s in lakehouse python connect spark10 sparkfast; do
   n=$(grep -cE "^peers: $s at (200|500) events/s .*: freshness .* over (1000|2500) rows" "$scratch/run.log" || true)
   is "$n" 2 "$s: a freshness figure at both rates, over every event of each window"
 done
+# sparkfast's trigger: searched before the runs, the shortest first, and the one found used.
+check "sparkfast: its trigger searched from the shortest (0 s) at the highest rate" \
+  grep -qF 'peers: --- sparkfast: does a trigger of 0 s sustain 500 events/s?' "$scratch/run.log"
+found=$(sed -n 's/^peers: sparkfast: a trigger of \([0-9.]*\) s sustains 500 events\/s: the runs use it$/\1/p' "$scratch/run.log")
+check "sparkfast: a trigger found (${found:-none})" test -n "$found"
+check "sparkfast: the runs use it" grep -qF "peers: --- sparkfast: backlog of 3000 events (trigger ${found:-none} s)" "$scratch/run.log"
 check "copy: the ceiling copied lakehouse's 3000 rows" grep -q '^peers: copy: 3000 rows' "$scratch/run.log"
 # --perf: a profile of each sink's backlog and of the COPY, each turned into its table, with
 # the process that did the work in it.
