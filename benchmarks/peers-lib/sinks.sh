@@ -230,14 +230,15 @@ run_order() {
   echo
 }
 
-# The triggers spark_trigger_search tries, shortest first (0: Spark's default trigger, the
-# next batch as soon as the previous one ends).
-SPARK_TRIGGERS=(0 0.5 1 2 5)
+# The trigger intervals spark_trigger_search tries, shortest first. Not 0 (Spark's default:
+# the next batch as soon as the previous one ends): it has no interval to keep, so it would
+# always "sustain" and end every search; it can still be given with --spark-fast-trigger 0.
+SPARK_TRIGGERS=(0.5 1 2 5)
 # spark_trigger_search: sets fast_trigger to the shortest of SPARK_TRIGGERS with which Spark
 # sustains the highest --rates rate: started with it on a topic of its own and warmed up as
 # in the freshness phase, it keeps up with one --seconds window at that rate (kept_up: its
 # lag does not grow) and logs no batch that outran the trigger interval (Spark's "falling
-# behind" warning; a trigger of 0 has no interval to outrun). Fails when none does.
+# behind" warning). Fails when none does.
 spark_trigger_search() {
   local t i=0 tag top warm t_start t_end out achieved kept late0 late1 log
   top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
