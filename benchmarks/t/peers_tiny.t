@@ -208,16 +208,41 @@ is "$([ "$rc" -ne 0 ] && echo failed)" failed "delivery check: a Spark output wi
 check "delivery check: the Spark output's repeat is named" contains "holds 50 rows \\(49 distinct offsets" "$out"
 "$top/scripts/pg" stop "$pgdir" >/dev/null
 
-# --- the sinks' order in each run: turned by one place a run, copy kept right after the sink
-# before it, every sink in every run once.
+# --- the sinks' order in each run: turned by (run - 1) * n / runs of its n places, copy kept
+# right after lakehouse, every sink in every run once.
 order() { (LH_PROG=peers dir=$scratch KIT=$kit; . "$top/scripts/lib.sh"; . "$kit/measure.sh"; . "$kit/sinks.sh"; run_order "$@"); }
 all="lakehouse copy python connect spark10 sparkfast"
-is "$(order 1 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: run 1 takes the list as given"
-is "$(order 2 $all)" "python connect spark10 sparkfast lakehouse copy " "run order: run 2 starts one sink further, copy still after lakehouse"
-is "$(order 3 $all)" "connect spark10 sparkfast lakehouse copy python " "run order: run 3 two further"
-is "$(order 6 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: back to the start after as many runs as sinks"
-is "$(order 2 python lakehouse copy)" "lakehouse copy python " "run order: copy moves with the sink before it"
-is "$(order 2)" "" "run order: no sinks, nothing"
+is "$(order 1 3 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: run 1 takes the list as given"
+is "$(order 2 3 $all)" "python connect spark10 sparkfast lakehouse copy " "run order: run 2 of 3 turned by one place, copy still after lakehouse"
+is "$(order 3 3 $all)" "spark10 sparkfast lakehouse copy python connect " "run order: run 3 of 3 turned by three places (the places spread out)"
+is "$(order 6 5 $all)" "lakehouse copy python connect spark10 sparkfast " "run order: back to the start after as many runs as sinks"
+is "$(order 2 2)" "" "run order: no sinks, nothing"
+set +e
+out=$("$peers" --sinks lakehouse,python,copy 2>&1); rc=$?
+set -e
+check "copy anywhere but right after lakehouse is refused" contains "copy must come right after lakehouse" "$out"
+is "$([ "$rc" -ne 0 ] && echo refused)" refused "... and fails the run"
+# sparkfast's trigger: seconds with up to three decimals or auto; checked before anything starts
+set +e
+out=$("$peers" --spark-fast-trigger 0.5 --sinks none --no-producers 2>&1); rc=$?
+set -e
+check "--spark-fast-trigger 0.5 is taken (the run stops later, for want of anything to measure)" contains "leaves nothing to measure" "$out"
+set +e
+out=$("$peers" --spark-fast-trigger 0.0001 2>&1); rc=$?
+set -e
+check "--spark-fast-trigger finer than a millisecond is refused" contains "milliseconds at most" "$out"
+is "$([ "$rc" -ne 0 ] && echo refused)" refused "... and fails the run"
+# A search where no trigger can be sustained (1 ms: every batch outruns it) says so, leaves
+# sparkfast out, and fails the run (nothing is recorded from a run that lost a sink).
+set +e
+LH_PEERS_SPARK_TRIGGERS=0.001 "$peers" --tiny --sinks lakehouse,sparkfast --no-producers --dir "$scratch/nosearch" >"$scratch/nosearch.log" 2>&1
+rc=$?
+set -e
+is "$([ "$rc" -ne 0 ] && echo failed)" failed "a trigger search that finds nothing fails the run"
+check "... naming the trigger that did not sustain the rate" grep -qE '^peers: sparkfast: a trigger of 0.001 s does not sustain 500 events/s \(([0-9]+) of ([0-9]+) batches outran it\)' "$scratch/nosearch.log"
+check "... and leaving sparkfast out" grep -qF 'sparkfast left out' "$scratch/nosearch.log"
+check "... while the other sinks still ran" grep -qF 'peers: --- lakehouse: backlog of 3000 events' "$scratch/nosearch.log"
+if ! grep -q 'sparkfast left out' "$scratch/nosearch.log"; then tail -n 20 "$scratch/nosearch.log" | sed 's/^/# /'; fi
 
 # --- a tiny run of everything
 set +e
@@ -233,9 +258,10 @@ done
 # sparkfast's trigger: searched before the runs, the shortest first, and the one found used.
 check "sparkfast: its trigger searched from the shortest (0.5 s) at the highest rate" \
   grep -qF 'peers: --- sparkfast: does a trigger of 0.5 s sustain 500 events/s?' "$scratch/run.log"
-found=$(sed -n 's/^peers: sparkfast: a trigger of \([0-9.]*\) s sustains 500 events\/s: the runs use it$/\1/p' "$scratch/run.log")
-check "sparkfast: a trigger found (${found:-none})" test -n "$found"
-check "sparkfast: the runs use it" grep -qF "peers: --- sparkfast: backlog of 3000 events (trigger ${found:-none} s)" "$scratch/run.log"
+found=$(sed -n 's/^peers: sparkfast: the runs use a trigger of \([0-9.]*\) s$/\1/p' "$scratch/run.log")
+check "sparkfast: a trigger found (${found:-none}), judged on its batches" \
+  grep -qE "^peers: sparkfast: a trigger of ${found:-none} s sustains 500 events/s \\([0-9]+ of [1-9][0-9]* batches outran it\\)" "$scratch/run.log"
+check "sparkfast: Spark itself ran the runs with it" grep -qF "peers: sparkfast: Spark's trigger ${found:-none} s, maxOffsetsPerTrigger" "$scratch/run.log"
 check "copy: the ceiling copied lakehouse's 3000 rows" grep -q '^peers: copy: 3000 rows' "$scratch/run.log"
 # --perf: a profile of each sink's backlog and of the COPY, each turned into its table, with
 # the process that did the work in it.
@@ -261,7 +287,7 @@ rc=$?
 set -e
 ok "$rc" "report.py reads the tiny run's figures and draws its plots"
 printf '%s\n' "$report" >"$scratch/report.md"
-for s in 'lakehouse (stream worker)' 'Python sink' 'Kafka Connect' 'Spark Structured Streaming, trigger 10 s' 'Spark Structured Streaming, trigger 1 s' 'lakehouse-producer' 'Python producer' 'kcat -P'; do
+for s in 'lakehouse (stream worker)' 'Python sink' 'Kafka Connect' 'Spark Structured Streaming, trigger 10 s' "Spark Structured Streaming, trigger ${found:-none} s" 'lakehouse-producer' 'Python producer' 'kcat -P'; do
   check "the report has a row for $s" grep -qF -- "| $s" "$scratch/report.md"
 done
 for f in throughput freshness cpu; do
