@@ -214,6 +214,30 @@ kept_up() {
   echo "$kept"
 }
 
+# top_rate: the highest of the --rates.
+top_rate() { printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1; }
+
+# warm_up SINK TOPIC: the warm-up of a sink just started on TOPIC, not measured: 10 s at the
+# first rate (a JVM's class loading and JIT land here, not in the first window; 200 events in
+# a tiny run), until the sink shows every one. Sets warm_events (the next sequence number).
+warm_up() {
+  warm_events=200
+  [ "$tiny" = 1 ] || warm_events=$((rate_list[0] * 10))
+  "$PRODUCE" --brokers "$brokers" --topic "$2" --count "$warm_events" --rate "${rate_list[0]}" --start 0 >/dev/null &&
+    wait_count "$1 warm-up" "$warm_events" "$(patience)" sink_rows "$1" "$2"
+}
+
+# produce_window TOPIC RATE START: one steady window, RATE events/s for --seconds, numbered
+# from START. Sets window_start and window_end (epoch seconds) and window_achieved, the rate
+# the generator reached (it shares the cores: a window short of its rate says so).
+produce_window() {
+  local out
+  window_start=$(now)
+  out=$("$PRODUCE" --brokers "$brokers" --topic "$1" --count $(($2 * seconds)) --rate "$2" --start "$3") || return 1
+  window_end=$(now)
+  window_achieved=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$out")
+}
+
 # run_order RUN RUNS SINK...: the sinks in the order run RUN of RUNS takes them: the list
 # turned by (RUN - 1) * n / RUNS of its n places, so that over the runs the sinks' places
 # spread out (three runs of five: turned by 0, 1 and 3) and a machine that speeds up or slows
@@ -235,7 +259,7 @@ run_order() {
 # space-separated, replaces them: the tests use it to see a search fail). Not 0, Spark's
 # default (the next batch as soon as the previous one ends): it has no interval, so "falling
 # behind" means nothing for it, and its freshness was worse than 1 s's when tried by hand
-# while the kit was written; --spark-fast-trigger 0 runs it.
+# while the kit was written (not recorded); --spark-fast-trigger 0 runs it.
 read -r -a SPARK_TRIGGERS <<<"${LH_PEERS_SPARK_TRIGGERS:-0.5 1 2 5}"
 
 # spark_trigger_try T I: one candidate of the search on a topic of its own (sparktrigger_I):
@@ -246,11 +270,9 @@ read -r -a SPARK_TRIGGERS <<<"${LH_PEERS_SPARK_TRIGGERS:-0.5 1 2 5}"
 # tenth batch, and a GC pause can make one batch long); 1 when it does not; 2 when the try
 # gave no verdict (the sink stuck, the generator short of the rate).
 spark_trigger_try() {
-  local t=$1 tag="sparktrigger_$2" top warm t_start t_end out achieved kept late0 late1 batches rc=2
+  local t=$1 tag="sparktrigger_$2" top kept late0 late1 batches rc=2
   local log="$dir/logs/sparktrigger_$2.log"
-  top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
-  warm=200
-  [ "$tiny" = 1 ] || warm=$((rate_list[0] * 10))
+  top=$(top_rate)
   fast_trigger=$t
   lh_say "--- sparkfast: does a trigger of $t s sustain $top events/s? (${seconds}s window)"
   "$KAFKA" create-topic "$dir/kafka" "$tag" "$partitions" >/dev/null || return 2
@@ -258,28 +280,23 @@ spark_trigger_try() {
   settle_freed_memory
   sink_start sparkfast "$tag" "$tag"
   # (set -e is off in a function called from a condition: each step is checked here)
-  if "$PRODUCE" --brokers "$brokers" --topic "$tag" --count "$warm" --rate "${rate_list[0]}" --start 0 >/dev/null &&
-     wait_count "sparkfast warm-up" "$warm" "$(patience)" sink_rows sparkfast "$tag"; then
+  if warm_up sparkfast "$tag"; then
     # The warm-up's last batch logs its warning after its rows show: one interval and a second.
     sleep "$(calc '%.3f' "$t + 1")"
     late0=$(grep -c 'is falling behind' "$log" || true)
-    t_start=$(now)
-    if out=$("$PRODUCE" --brokers "$brokers" --topic "$tag" --count $((top * seconds)) --rate "$top" --start "$warm"); then
-      t_end=$(now)
-      achieved=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$out")
-      if wait_count "sparkfast at $top/s" $((warm + top * seconds)) 60 sink_rows sparkfast "$tag" &&
-         kept=$(kept_up sparkfast "$tag" "$top" "$t_start" "$t_end") &&
-         batches=$(spark_json "$tag" | json_get "sum(1 for b in j['batches'] if b['commit_time'] >= $t_start)"); then
-        late1=$(grep -c 'is falling behind' "$log" || true)
-        if [ "${achieved:-0}" -lt $((top * 95 / 100)) ]; then
-          lh_say "sparkfast: the generator reached ${achieved:-?} of $top events/s: no verdict on $t s"
-        elif [ "$kept" = 1 ] && [ $(((late1 - late0) * 10)) -le "$batches" ]; then
-          lh_say "sparkfast: a trigger of $t s sustains $top events/s ($((late1 - late0)) of $batches batches outran it)"
-          rc=0
-        else
-          lh_say "sparkfast: a trigger of $t s does not sustain $top events/s ($([ "$kept" = 1 ] || echo 'its lag grew; ')$((late1 - late0)) of $batches batches outran it)"
-          rc=1
-        fi
+    if produce_window "$tag" "$top" "$warm_events" &&
+       wait_count "sparkfast at $top/s" $((warm_events + top * seconds)) 60 sink_rows sparkfast "$tag" &&
+       kept=$(kept_up sparkfast "$tag" "$top" "$window_start" "$window_end") &&
+       batches=$(spark_json "$tag" | json_get "sum(1 for b in j['batches'] if b['commit_time'] >= $window_start)"); then
+      late1=$(grep -c 'is falling behind' "$log" || true)
+      if [ "${window_achieved:-0}" -lt $((top * 95 / 100)) ]; then
+        lh_say "sparkfast: the generator reached ${window_achieved:-?} of $top events/s: no verdict on $t s"
+      elif [ "$kept" = 1 ] && [ $(((late1 - late0) * 10)) -le "$batches" ]; then
+        lh_say "sparkfast: a trigger of $t s sustains $top events/s ($((late1 - late0)) of $batches batches outran it)"
+        rc=0
+      else
+        lh_say "sparkfast: a trigger of $t s does not sustain $top events/s ($([ "$kept" = 1 ] || echo 'its lag grew; ')$((late1 - late0)) of $batches batches outran it)"
+        rc=1
       fi
     fi
   fi
@@ -297,7 +314,7 @@ spark_trigger_search() {
     i=$((i + 1))
     rc=0; spark_trigger_try "$t" "$i" || rc=$?
     if [ "$rc" = 0 ]; then
-      trigger_how="the shortest of ${SPARK_TRIGGERS[*]} s that sustained $(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1) events/s in a ${seconds} s window before the runs"
+      trigger_how="the shortest of ${SPARK_TRIGGERS[*]} s that sustained $(top_rate) events/s in a ${seconds} s window before the runs"
       lh_say "sparkfast: the runs use a trigger of $t s"
       return 0
     fi
@@ -349,15 +366,10 @@ sink_benchmark() {
   sink_start "$s" "$ftag" "$ftag"
   # shellcheck disable=SC2046
   meter_start "$m.f" $(sink_meter_groups)
-  # Warm-up, not measured: 10 s at the first rate (a JVM's class loading and JIT land here,
-  # not in the first window); 200 events in a tiny run.
-  local warm=200
-  [ "$tiny" = 1 ] || warm=$((rate_list[0] * 10))
-  "$PRODUCE" --brokers "$brokers" --topic "$ftag" --count "$warm" --rate "${rate_list[0]}" --start 0 >/dev/null
-  seq=$warm
-  wait_count "$s warm-up" "$seq" "$(patience)" sink_rows "$s" "$ftag" || abandon "$ftag" || return 1
-  local all_rates=("${rate_list[@]}") out achieved i=0 tries=1 next
-  top=$(printf '%s\n' "${rate_list[@]}" | sort -n | tail -n 1)
+  warm_up "$s" "$ftag" || abandon "$ftag" || return 1
+  seq=$warm_events
+  local all_rates=("${rate_list[@]}") achieved i=0 tries=1 next
+  top=$(top_rate)
   r=$(calc '%.0f' "int($rate * 0.8 / 1000) * 1000")
   if [ "$max_rate" = 1 ] && [ "$r" -gt "$top" ]; then all_rates+=("max:$r"); fi
   # (an index, not a for loop over the list: the search below appends to it)
@@ -365,12 +377,9 @@ sink_benchmark() {
     r=${all_rates[$i]}; i=$((i + 1))
     local label=$r
     r=${r#max:}
-    t_start=$(now)
-    out=$("$PRODUCE" --brokers "$brokers" --topic "$ftag" --count $((r * seconds)) --rate "$r" --start "$seq")
-    t_end=$(now)
+    produce_window "$ftag" "$r" "$seq" || abandon "$ftag" || return 1
+    t_start=$window_start t_end=$window_end achieved=$window_achieved
     seq=$((seq + r * seconds))
-    # The generator shares the cores too: a window it could not keep at its rate says so.
-    achieved=$(sed -n 's/.*(\([0-9]*\) events\/s).*/\1/p' <<<"$out")
     wait_count "$s at $r/s" "$seq" 60 sink_rows "$s" "$ftag" || abandon "$ftag" || return 1
     read -r p50 p95 p99 pmax n <<<"$(sink_freshness "$s" "$ftag" "$t_start" "$(calc '%.3f' "$t_end + 1")")"
     lh_say "$s at $r events/s (generator achieved ${achieved:-?}/s): freshness p50 ${p50}s p95 ${p95}s p99 ${p99}s max ${pmax}s over $n rows"
